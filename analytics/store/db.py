@@ -1,0 +1,55 @@
+"""Opening the DuckDB file: the one place that knows about locks and migrations."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import duckdb
+
+from analytics.errors import DatabaseError, DatabaseLockedError
+from analytics.store.migrations import migrate
+
+DEFAULT_DB = "transcripts.duckdb"
+
+
+def default_db() -> str:
+    """``$TRANSCRIPTS_DB``, else ``./transcripts.duckdb``."""
+    return os.environ.get("TRANSCRIPTS_DB") or DEFAULT_DB
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    msg = str(exc).lower()
+    return "lock" in msg and ("conflicting" in msg or "could not set lock" in msg)
+
+
+def connect(
+    db: str | Path | None = None,
+    read_only: bool = True,
+    wait_s: float = 0.0,
+) -> duckdb.DuckDBPyConnection:
+    """Open the database. Read-only connections never migrate; a writable one
+    brings the schema up to date. While another process writes, retry for up
+    to ``wait_s`` seconds, then raise :class:`DatabaseLockedError`."""
+    path = str(db or default_db())
+    if read_only and path != ":memory:" and not Path(path).exists():
+        raise DatabaseError(
+            f"{path}: no such database; create it with `transcripts ingest PATH --db {path}`"
+        )
+    deadline = time.monotonic() + wait_s
+    delay = 0.05
+    while True:
+        try:
+            con = duckdb.connect(path, read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc):
+                raise DatabaseError(f"{path}: cannot open database: {exc}") from exc
+            if time.monotonic() >= deadline:
+                raise DatabaseLockedError(path) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+    if not read_only:
+        migrate(con)
+    return con

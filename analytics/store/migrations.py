@@ -1,0 +1,238 @@
+"""Ordered, recorded schema migrations.
+
+Each migration is a function ``mNNN_name(con)``; applied ones are recorded in
+``_migrations`` so opening an old database brings it up to date and opening a
+current one does nothing. Never edit a released migration: add a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import duckdb
+
+Migration = Callable[[duckdb.DuckDBPyConnection], None]
+
+
+def m001_core(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        """
+        CREATE TABLE sessions (
+            session_id VARCHAR PRIMARY KEY,
+            source_format VARCHAR NOT NULL,
+            native_id VARCHAR NOT NULL,
+            source_path VARCHAR NOT NULL,
+            title VARCHAR,
+            agent VARCHAR,
+            model VARCHAR,
+            cwd VARCHAR,
+            started_at TIMESTAMP,
+            ended_at TIMESTAMP,
+            n_messages INTEGER,
+            parent_session_id VARCHAR
+        );
+        CREATE TABLE messages (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            source_id VARCHAR NOT NULL,
+            parent_source_id VARCHAR,
+            role VARCHAR NOT NULL,
+            ts TIMESTAMP,
+            text VARCHAR,
+            n_chars INTEGER,
+            is_sidechain BOOLEAN,
+            is_compaction_summary BOOLEAN,
+            error VARCHAR,
+            native_type VARCHAR,
+            model VARCHAR,
+            location VARCHAR
+        );
+        CREATE TABLE tool_calls (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            call_id VARCHAR NOT NULL,
+            tool VARCHAR,
+            command VARCHAR,
+            input VARCHAR,
+            output VARCHAR,
+            status VARCHAR,
+            exit_code INTEGER,
+            started_at TIMESTAMP,
+            ended_at TIMESTAMP,
+            duration_s DOUBLE,
+            result_msg_idx INTEGER
+        );
+        CREATE TABLE raw_records (
+            path VARCHAR NOT NULL,
+            session_id VARCHAR,
+            location VARCHAR,
+            record_type VARCHAR,
+            known BOOLEAN,
+            ts TIMESTAMP,
+            raw VARCHAR
+        );
+        CREATE TABLE ingest_files (
+            path VARCHAR PRIMARY KEY,
+            sha256 VARCHAR,
+            bytes BIGINT,
+            format VARCHAR,
+            format_version VARCHAR,
+            records_read BIGINT,
+            records_stored BIGINT,
+            records_quarantined BIGINT,
+            unknown_types JSON,
+            ingested_at TIMESTAMP,
+            end_offset BIGINT,
+            end_line BIGINT,
+            prefix_sha256 VARCHAR,
+            mtime DOUBLE,
+            resume_state JSON
+        );
+        CREATE TABLE quarantine (
+            path VARCHAR NOT NULL,
+            location VARCHAR,
+            error VARCHAR,
+            raw VARCHAR
+        );
+        """
+    )
+
+
+def m002_analysis(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        """
+        CREATE TABLE tags (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            tag VARCHAR NOT NULL,
+            score DOUBLE,
+            source VARCHAR,
+            evidence VARCHAR,
+            start_char INTEGER,
+            end_char INTEGER,
+            tagger_version VARCHAR
+        );
+        CREATE TABLE polling_loops (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            call_id VARCHAR,
+            interval_s DOUBLE,
+            max_iterations INTEGER,
+            max_wait_s DOUBLE,
+            target VARCHAR,
+            success_pattern VARCHAR,
+            failure_pattern VARCHAR,
+            outcome VARCHAR,
+            waited_s DOUBLE
+        );
+        CREATE TABLE launches (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            call_id VARCHAR,
+            engine VARCHAR,
+            model VARCHAR,
+            host VARCHAR,
+            flags JSON,
+            changed_flags JSON,
+            env JSON,
+            unknown_flags JSON
+        );
+        CREATE TABLE server_events (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            engine VARCHAR,
+            event VARCHAR,
+            detail VARCHAR,
+            log_ts VARCHAR
+        );
+        CREATE TABLE measurements (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            metric VARCHAR,
+            value DOUBLE,
+            unit VARCHAR,
+            label VARCHAR,
+            source VARCHAR
+        );
+        CREATE TABLE campaigns (
+            campaign_id VARCHAR,
+            session_id VARCHAR NOT NULL,
+            goal_text VARCHAR,
+            target_metric VARCHAR,
+            target_value DOUBLE,
+            unit VARCHAR,
+            baseline_value DOUBLE,
+            best_value DOUBLE,
+            start_msg_idx INTEGER,
+            end_msg_idx INTEGER,
+            status VARCHAR
+        );
+        CREATE TABLE levers (
+            campaign_id VARCHAR,
+            session_id VARCHAR NOT NULL,
+            seq INTEGER,
+            name VARCHAR,
+            description VARCHAR,
+            start_msg_idx INTEGER,
+            end_msg_idx INTEGER,
+            metric VARCHAR,
+            value_before DOUBLE,
+            value_after DOUBLE,
+            delta_pct DOUBLE,
+            outcome VARCHAR,
+            evidence_msg_idx INTEGER
+        );
+        CREATE TABLE readiness_claims (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            claim_text VARCHAR,
+            subject VARCHAR,
+            verdict VARCHAR,
+            reason VARCHAR,
+            evidence_msg_idx JSON,
+            contradicted_by_msg_idx INTEGER
+        );
+        CREATE TABLE annotations (
+            session_id VARCHAR NOT NULL,
+            msg_idx INTEGER NOT NULL,
+            tag VARCHAR,
+            value BOOLEAN,
+            annotator VARCHAR,
+            note VARCHAR,
+            created_at TIMESTAMP
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_core, m002_analysis]
+
+
+def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)"
+    )
+    return {r[0] for r in con.execute("SELECT name FROM _migrations").fetchall()}
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Apply every migration not yet recorded; return the names applied."""
+    done = applied(con)
+    ran: list[str] = []
+    for m in MIGRATIONS:
+        if m.__name__ in done:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            m(con)
+            con.execute(
+                "INSERT INTO _migrations VALUES (?, ?)",
+                [m.__name__, datetime.now(UTC).replace(tzinfo=None)],
+            )
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        ran.append(m.__name__)
+    return ran
