@@ -206,7 +206,41 @@ def m002_analysis(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_core, m002_analysis]
+def m003_redactions(con: duckdb.DuckDBPyConnection) -> None:
+    """Where secrets were replaced at ingest (never the secrets themselves)."""
+    con.execute(
+        """
+        CREATE TABLE redactions (
+            session_id VARCHAR,
+            msg_idx INTEGER,
+            field VARCHAR,
+            kind VARCHAR,
+            count INTEGER
+        );
+        """
+    )
+
+
+def m004_search(con: duckdb.DuckDBPyConnection) -> None:
+    """Documents for full-text search: message text and tool commands/outputs."""
+    con.execute(
+        """
+        CREATE TABLE search_docs (
+            doc_id BIGINT,
+            session_id VARCHAR,
+            msg_idx INTEGER,
+            kind VARCHAR,
+            body VARCHAR
+        );
+        CREATE TABLE search_state (
+            key VARCHAR PRIMARY KEY,
+            value VARCHAR
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_core, m002_analysis, m003_redactions, m004_search]
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> set[str]:

@@ -1,0 +1,219 @@
+"""Runs the analysers over what the parsers stored.
+
+Message-level analysers (tagging, polling, tooling) see each message once, with
+its tool calls and results; session-level analysers (launch diffs, campaigns,
+readiness) are recomputed for every session an ingest touched.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from analytics.models import (
+    Launch,
+    Measurement,
+    Message,
+    MessageContext,
+    PollingLoop,
+    ServerEvent,
+    Tag,
+    ToolCall,
+)
+from analytics.store.writer import append
+
+CHUNK = 5000
+
+_MSG_COLS = [
+    "session_id", "msg_idx", "source_id", "parent_source_id", "role", "ts", "text",
+    "is_sidechain", "is_compaction_summary", "error", "native_type", "model", "location",
+]
+_CALL_COLS = [
+    "session_id", "msg_idx", "call_id", "tool", "command", "input", "output", "status",
+    "exit_code", "started_at", "ended_at", "result_msg_idx",
+]
+MESSAGE_TABLES = ("tags", "polling_loops", "launches", "server_events", "measurements")
+
+
+@dataclass
+class MessageOutputs:
+    tags: list[Tag] = field(default_factory=list)
+    polling: list[PollingLoop] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+    events: list[ServerEvent] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+
+
+class Analyser:
+    """Holds the (lazily built) tagger and per-session tooling state for one ingest run."""
+
+    def __init__(self, rules: Path | None = None) -> None:
+        from analytics.analysis.tagging import Tagger
+
+        self.tagger = Tagger(extra_rules=rules)
+        self._tooling: dict[str, Any] = {}
+
+    def _extractor(self, session_id: str) -> Any:
+        from analytics.analysis.tooling import ToolingExtractor
+
+        if session_id not in self._tooling:
+            self._tooling[session_id] = ToolingExtractor()
+        return self._tooling[session_id]
+
+    def analyse(self, contexts: list[MessageContext]) -> MessageOutputs:
+        from analytics.analysis.tagging import analyse_polling
+
+        out = MessageOutputs()
+        if not contexts:
+            return out
+        out.tags = self.tagger.tag(contexts)
+        for ctx in contexts:
+            out.polling.extend(analyse_polling(ctx))
+            facts = self._extractor(ctx.message.session_id).extract(ctx)
+            out.launches.extend(facts.launches)
+            out.events.extend(facts.server_events)
+            out.measurements.extend(facts.measurements)
+        return out
+
+    # -- message level -------------------------------------------------------
+
+    def run_messages(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        session_id: str,
+        start_idx: int,
+        extra_idx: Iterable[int] = (),
+    ) -> int:
+        """Analyse messages ``msg_idx >= start_idx`` plus ``extra_idx`` (older messages whose
+        tool calls just completed), replacing any analysis rows they had."""
+        extra = sorted({i for i in extra_idx if i < start_idx})
+        if extra:
+            self._delete(con, session_id, extra)
+            self._analyse_idx(con, session_id, extra)
+        n = 0
+        hi = con.execute(
+            "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [session_id]
+        ).fetchone()
+        last = hi[0] if hi and hi[0] is not None else -1
+        lo = start_idx
+        while lo <= last:
+            contexts = load_contexts(con, session_id, lo, lo + CHUNK - 1)
+            self._write(con, self.analyse(contexts))
+            n += len(contexts)
+            lo += CHUNK
+        return n
+
+    def _analyse_idx(self, con: duckdb.DuckDBPyConnection, session_id: str, idx: list[int]) -> None:
+        contexts = [
+            c for c in load_contexts(con, session_id, min(idx), max(idx)) if c.message.msg_idx in idx
+        ]
+        self._write(con, self.analyse(contexts))
+
+    @staticmethod
+    def _delete(con: duckdb.DuckDBPyConnection, session_id: str, idx: list[int]) -> None:
+        for table in MESSAGE_TABLES:
+            con.execute(
+                f"DELETE FROM {table} WHERE session_id = ? AND list_contains(?, msg_idx)",
+                [session_id, idx],
+            )
+
+    @staticmethod
+    def _write(con: duckdb.DuckDBPyConnection, out: MessageOutputs) -> None:
+        append(con, "tags", out.tags)
+        append(con, "polling_loops", out.polling)
+        append(con, "launches", out.launches)
+        append(con, "server_events", out.events)
+        append(con, "measurements", out.measurements)
+
+    # -- session level -------------------------------------------------------
+
+    def run_session(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
+        refresh_session_stats(con, session_id)
+        self._diff_launches(con, session_id)
+        from analytics.analysis.session import analyse_session, load_session_frames
+
+        result = analyse_session(load_session_frames(con, session_id))
+        for table in ("campaigns", "levers", "readiness_claims"):
+            con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
+        append(con, "campaigns", result.campaigns)
+        append(con, "levers", result.levers)
+        append(con, "readiness_claims", result.claims)
+
+    @staticmethod
+    def _diff_launches(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
+        from analytics.analysis.tooling import diff_launches
+
+        rows = con.execute(
+            "SELECT session_id, msg_idx, call_id, engine, model, host, flags, env, unknown_flags "
+            "FROM launches WHERE session_id = ? ORDER BY msg_idx",
+            [session_id],
+        ).fetchall()
+        if not rows:
+            return
+        import orjson
+
+        launches = [
+            Launch(
+                session_id=r[0], msg_idx=r[1], call_id=r[2], engine=r[3], model=r[4], host=r[5],
+                flags=orjson.loads(r[6]) if r[6] else {},
+                env=orjson.loads(r[7]) if r[7] else {},
+                unknown_flags=orjson.loads(r[8]) if r[8] else {},
+            )
+            for r in rows
+        ]
+        con.execute("DELETE FROM launches WHERE session_id = ?", [session_id])
+        append(con, "launches", diff_launches(launches))
+
+
+def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
+    con.execute(
+        """
+        UPDATE sessions SET
+            n_messages = s.n,
+            started_at = coalesce(sessions.started_at, s.first_ts),
+            ended_at = greatest(coalesce(sessions.ended_at, s.last_ts), s.last_ts)
+        FROM (SELECT count(*) AS n, min(ts) AS first_ts, max(ts) AS last_ts
+              FROM messages WHERE session_id = ?) s
+        WHERE sessions.session_id = ?
+        """,
+        [session_id, session_id],
+    )
+
+
+def load_contexts(
+    con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int
+) -> list[MessageContext]:
+    """Messages ``lo..hi`` of a session with the calls they make and the results they carry."""
+    msgs = con.execute(
+        f"SELECT {', '.join(_MSG_COLS)} FROM messages "
+        "WHERE session_id = ? AND msg_idx BETWEEN ? AND ? ORDER BY msg_idx",
+        [session_id, lo, hi],
+    ).fetchall()
+    calls = con.execute(
+        f"SELECT {', '.join(_CALL_COLS)} FROM tool_calls WHERE session_id = ? "
+        "AND (msg_idx BETWEEN ? AND ? OR result_msg_idx BETWEEN ? AND ?)",
+        [session_id, lo, hi, lo, hi],
+    ).fetchall()
+    by_call: dict[int, list[ToolCall]] = defaultdict(list)
+    by_result: dict[int, list[ToolCall]] = defaultdict(list)
+    for row in calls:
+        call = ToolCall.model_construct(**dict(zip(_CALL_COLS, row, strict=True)))
+        by_call[call.msg_idx].append(call)
+        if call.result_msg_idx is not None:
+            by_result[call.result_msg_idx].append(call)
+    out = []
+    for row in msgs:
+        d = dict(zip(_MSG_COLS, row, strict=True))
+        d["text"] = d["text"] or ""
+        msg = Message.model_construct(**d)
+        out.append(
+            MessageContext.model_construct(
+                message=msg, calls=by_call.get(msg.msg_idx, []), results=by_result.get(msg.msg_idx, [])
+            )
+        )
+    return out

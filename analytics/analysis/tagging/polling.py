@@ -1,0 +1,363 @@
+"""Polling loops: recognising them in shell commands and measuring them.
+
+A polling loop waits repeatedly on an external condition: a shell loop with a
+``sleep`` and a check, ``watch``, ``timeout N bash -c 'until …'``,
+``sleep N && check``, or repeated re-checks of a background job (Claude Code
+BashOutput / TaskOutput / Monitor).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, core_words, parse_shell
+from analytics.models import MessageContext, PollingLoop, ToolCall
+
+CHECK_PROGRAMS = frozenset(
+    "tail grep egrep rg curl wget nvidia-smi ps pgrep ls cat test [ [[ head nc ss netstat lsof "
+    "kubectl squeue sacct docker systemctl journalctl stat wc find du free df pidof jq "
+    "python python3 http".split()
+)
+"""Programs that look at the state of something (a log, a port, a process, a GPU)."""
+BACKGROUND_CHECK_TOOLS = frozenset({"BashOutput", "TaskOutput"})
+"""Claude Code tools that read a background job's output once."""
+WAIT_TOOLS = frozenset({"Monitor"})
+"""Tools that themselves wait on a condition."""
+SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run", "execute", "terminal"})
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SEQ = re.compile(r"\bseq\s+(?:(-?\d+)\s+)?(?:(\d+)\s+)?(\d+)\b")
+_BRACE = re.compile(r"\{(\d+)\.\.(\d+)(?:\.\.(\d+))?\}")
+_COUNTER = re.compile(r"(?:-lt|-le|-ge|-gt|-eq|<=|>=|<|>)\s*(\d+)")
+_URL = re.compile(r"https?://[^\s'\"|;)]+|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d+[^\s'\"|;)]*")
+_PATHISH = re.compile(r"^[~./\w-]*/[\w./-]+$|^[\w.-]+\.(?:log|txt|out|err|json)$")
+_FAIL_WORDS = re.compile(
+    r"err|fail|traceback|exception|out of memory|oom|killed|dead|crash|abort|exit\s+[1-9]|fatal|timeout", re.I
+)
+_ELAPSED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?s\b")
+_BREAK_AFTER = re.compile(
+    r"""grep\s+(?P<flags>(?:-[A-Za-z]+\s+)*)(?:-e\s+)?(?P<pat>"[^"]*"|'[^']*'|[^\s|;&]+)[^\n;|]*?"""
+    r"""(?:&&|;\s*then)\s*(?P<block>\{[^}]*\}|\(?[^;\n]*)""",
+)
+_UNTIL_GREP = re.compile(
+    r"""\buntil\s+(?:[^;\n]*?\|\s*)?grep\s+(?P<flags>(?:-[A-Za-z]+\s+)*)(?P<pat>"[^"]*"|'[^']*'|[^\s|;&]+)"""
+)
+_ECHO = re.compile(r"""echo\s+(?:-\w+\s+)?["']?([A-Za-z_][\w ]{0,30}?)["']?\s*(?:[;}\n]|$)""")
+
+
+def shell_tool(call: ToolCall) -> bool:
+    return (call.tool or "").lower() in SHELL_TOOLS and bool(call.command)
+
+
+def seconds(word: str) -> float | None:
+    m = _DURATION.match(word.strip())
+    return float(m.group(1)) * _UNIT[m.group(2)] if m else None
+
+
+@dataclass
+class LoopShape:
+    """What the command text says about a loop, before looking at the output."""
+
+    kind: str
+    """``loop`` | ``watch`` | ``sleep_check``"""
+    interval_s: float | None = None
+    max_iterations: int | None = None
+    timeout_s: float | None = None
+    checks: tuple[str, ...] = ()
+
+
+def _sleep_of(cmds: list[SimpleCommand]) -> float | None:
+    for c in cmds:
+        core = core_words(c.words)
+        if core and core[0] == "sleep" and len(core) > 1:
+            s = seconds(core[1])
+            if s is not None:
+                return s
+    return None
+
+
+def _checks(cmds: list[SimpleCommand]) -> tuple[str, ...]:
+    return tuple(c.name for c in cmds if c.name in CHECK_PROGRAMS)
+
+
+def _outer_timeout(script: ShellScript) -> float | None:
+    for c in script.commands:
+        w = c.words
+        for k, word in enumerate(w[:-1]):
+            if word == "timeout":
+                j = k + 1
+                while j < len(w) and w[j].startswith("-"):
+                    j += 1
+                if j < len(w) and (s := seconds(w[j])) is not None and len(w) > j + 1:
+                    if w[j + 1].rsplit("/", 1)[-1] in ("bash", "sh", "zsh") or c.loops == ():
+                        inner = " ".join(w[j + 1 :])
+                        if re.search(r"\b(?:until|while|for)\b", inner):
+                            return s
+    return None
+
+
+def _iterations(kind: str, header: str, body: str) -> int | None:
+    m = _SEQ.search(header)
+    if m:
+        first = int(m.group(1)) if m.group(2) else 1
+        last = int(m.group(3))
+        step = int(m.group(2)) if m.group(2) else 1
+        if m.group(1) is not None and m.group(2) is None:
+            first = int(m.group(1))
+        return max(0, (last - first) // max(step, 1) + 1)
+    m2 = _BRACE.search(header)
+    if m2:
+        step = int(m2.group(3)) if m2.group(3) else 1
+        return abs(int(m2.group(2)) - int(m2.group(1))) // max(step, 1) + 1
+    words = header.split()
+    if header.startswith("((") or (words and words[0] in ("i", "n", "k") and "in" not in words):
+        m3 = _COUNTER.search(header)
+        if m3:
+            return int(m3.group(1))
+    if kind == "for" and len(words) > 1 and not any(ch in header for ch in "$*{"):
+        return len(words) - (2 if words[1:2] == ["in"] else 1)
+    m4 = re.search(r"(?:\$\w+|\w+)\s*(?:-ge|-gt|>=|>)\s*(\d+)\s*\]*\s*\)*\s*(?:&&|;\s*then)\s*[^;\n]*\bbreak", body)
+    if m4:
+        return int(m4.group(1))
+    return None
+
+
+def loop_shape(command: str) -> LoopShape | None:
+    """The polling loop in ``command``, or None when it does not poll."""
+    script = parse_shell(command)
+    timeout_s = _outer_timeout(script)
+    for loop in script.loops:
+        body = script.in_loop(loop.id)
+        interval = _sleep_of(body)
+        checks = _checks(body)
+        if loop.kind in ("while", "until") and not checks:
+            checks = tuple(w for w in loop.header.split()[:1] if w in CHECK_PROGRAMS)
+        if interval is not None and checks:
+            return LoopShape("loop", interval, _iterations(loop.kind, loop.header, command), timeout_s, checks)
+    for c in script.commands:
+        core = core_words(c.words)
+        if core and core[0] == "watch":
+            interval = 2.0
+            for k, w in enumerate(core[:-1]):
+                if w in ("-n", "--interval"):
+                    interval = seconds(core[k + 1]) or interval
+                elif w.startswith("-n") and len(w) > 2:
+                    interval = seconds(w[2:]) or interval
+            return LoopShape("watch", interval, None, timeout_s, _checks(script.commands))
+    top = [c for c in script.commands if not c.loops]
+    for a, b in zip(top, top[1:], strict=False):
+        core = core_words(a.words)
+        if core and core[0] == "sleep" and a.next_op in ("&&", ";", "\n") and len(core) > 1:
+            if b.name in CHECK_PROGRAMS or (b.name in ("ssh", "docker", "kubectl") and _checks(top)):
+                return LoopShape("sleep_check", seconds(core[1]), 1, timeout_s, (b.name,))
+    return None
+
+
+def _unquote(pat: str) -> str:
+    return pat[1:-1] if len(pat) >= 2 and pat[0] == pat[-1] and pat[0] in "'\"" else pat
+
+
+def exit_patterns(command: str) -> tuple[str | None, str | None, str | None, str | None]:
+    """(success_pattern, failure_pattern, success_marker, failure_marker) from grep … && break/exit."""
+    success = failure = s_mark = f_mark = None
+    for m in _BREAK_AFTER.finditer(command):
+        block = m.group("block")
+        if not re.search(r"\b(?:break|exit|return)\b", block):
+            continue
+        pat = _unquote(m.group("pat"))
+        echo = _ECHO.search(block)
+        marker = echo.group(1).strip() if echo else None
+        failing = bool(_FAIL_WORDS.search(block)) or (
+            bool(_FAIL_WORDS.search(pat)) and not re.search(r"exit\s+0|ready|ok\b|up\b", block, re.I)
+        )
+        if failing and failure is None:
+            failure, f_mark = pat, marker
+        elif not failing and success is None:
+            success, s_mark = pat, marker
+    if success is None:
+        m2 = _UNTIL_GREP.search(command)
+        if m2:
+            success = _unquote(m2.group("pat"))
+    return success, failure, s_mark, f_mark
+
+
+def _target(script: ShellScript) -> str | None:
+    url = _URL.search(script.source)
+    if url:
+        return url.group(0)
+    for c in script.commands:
+        if c.name in ("tail", "cat", "grep", "head", "ls", "stat", "wc", "test", "["):
+            for w in reversed(core_words(c.words)[1:]):
+                if not w.startswith("-") and _PATHISH.match(w):
+                    return w
+    for c in script.commands:
+        core = core_words(c.words)
+        if c.name in ("pgrep", "pidof") and len(core) > 1:
+            return core[-1]
+        if c.name == "nvidia-smi":
+            return "nvidia-smi"
+    for c in script.commands:
+        if c.name == "grep" and c.nested == 0:
+            prev = script.commands[script.commands.index(c) - 1] if script.commands.index(c) else None
+            if prev is not None and prev.name == "ps":
+                return core_words(c.words)[-1]
+    return None
+
+
+def _search(pattern: str | None, text: str) -> int:
+    """Position of the first match of a grep -E style pattern (case-insensitive), or -1."""
+    if not pattern:
+        return -1
+    try:
+        m = re.search(pattern, text, re.I)
+    except re.error:
+        idx = text.lower().find(pattern.lower())
+        return idx
+    return m.start() if m else -1
+
+
+def _first_marker(marker: str | None, text: str) -> int:
+    if not marker:
+        return -1
+    m = re.search(rf"^\s*{re.escape(marker)}\s*$", text, re.M)
+    return m.start() if m else -1
+
+
+def _outcome(call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out: str) -> str:
+    success, failure, s_mark, f_mark = pats
+    s_pos = _first_marker(s_mark, out)
+    f_pos = _first_marker(f_mark, out)
+    if s_pos < 0 and s_mark is None:
+        s_pos = _search(success, out) if success and shape.kind != "watch" else -1
+    if f_pos < 0 and f_mark is None:
+        f_pos = _search(failure, out)
+    if s_pos >= 0 and (f_pos < 0 or s_pos <= f_pos):
+        return "ready"
+    if f_pos >= 0:
+        return "failed"
+    if call.status == "aborted" or re.search(r"User aborted the command|aborted by user|Tool execution aborted", out):
+        return "aborted"
+    if call.exit_code == 124 or re.search(r"\btimed? ?out\b|TIMEOUT", out, re.I):
+        return "timeout"
+    if shape.max_iterations and call.status == "completed" and success:
+        lines = _iteration_lines(out)
+        if lines >= shape.max_iterations:
+            return "timeout"
+    return "unknown"
+
+
+def _iteration_lines(out: str) -> int:
+    return sum(1 for line in out.splitlines() if line.strip() and not line.startswith("<"))
+
+
+def _waited(call: ToolCall, shape: LoopShape, out: str) -> float | None:
+    if call.duration_s is not None:
+        return call.duration_s
+    if shape.interval_s is None:
+        return None
+    stamps = [float(x) for x in _ELAPSED.findall(out)]
+    if stamps and max(stamps) >= shape.interval_s:
+        return max(stamps)
+    lines = _iteration_lines(out)
+    if not lines:
+        return None
+    if shape.max_iterations:
+        lines = min(lines, shape.max_iterations)
+    return lines * shape.interval_s
+
+
+def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop | None:
+    """The polling loop of one shell tool call, or None."""
+    if not shell_tool(call):
+        return None
+    command = call.command or ""
+    shape = loop_shape(command)
+    if shape is None:
+        return None
+    script = parse_shell(command)
+    pats = exit_patterns(command)
+    out = call.output or ""
+    max_wait = shape.timeout_s
+    if shape.interval_s is not None and shape.max_iterations:
+        span = shape.interval_s * shape.max_iterations
+        max_wait = min(max_wait, span) if max_wait else span
+    return PollingLoop(
+        session_id=session_id,
+        msg_idx=msg_idx,
+        call_id=call.call_id,
+        interval_s=shape.interval_s,
+        max_iterations=shape.max_iterations,
+        max_wait_s=max_wait,
+        target=_target(script),
+        success_pattern=pats[0],
+        failure_pattern=pats[1],
+        outcome=_outcome(call, shape, pats, out),  # type: ignore[arg-type]
+        waited_s=_waited(call, shape, out),
+    )
+
+
+def analyse_polling(ctx: MessageContext) -> list[PollingLoop]:
+    """Polling loops among the tool calls ``ctx`` makes (shell loops only;
+    background re-checks are found by :func:`background_rechecks`)."""
+    out: list[PollingLoop] = []
+    for call in ctx.calls:
+        loop = analyse_call(ctx.message.session_id, ctx.message.msg_idx, call)
+        if loop is not None:
+            out.append(loop)
+    return out
+
+
+def background_job_id(call: ToolCall) -> str | None:
+    """The shell/task id a BashOutput/TaskOutput/Monitor call reads, or None."""
+    if call.tool not in BACKGROUND_CHECK_TOOLS | WAIT_TOOLS:
+        return None
+    try:
+        data = json.loads(call.input or "{}")
+    except ValueError:
+        return "?"
+    if not isinstance(data, dict):
+        return "?"
+    for key in ("bash_id", "shell_id", "task_id", "id", "shellId", "taskId"):
+        if data.get(key):
+            return str(data[key])
+    return "?"
+
+
+def _only_waits(call: ToolCall) -> bool:
+    """A shell call that merely sleeps (between two re-checks)."""
+    if not shell_tool(call):
+        return False
+    core = [core_words(c.words) for c in parse_shell(call.command or "").commands]
+    return bool(core) and all(w and w[0] in ("sleep", "echo", "true") for w in core)
+
+
+def background_rechecks(batch: list[MessageContext]) -> dict[int, ToolCall]:
+    """msg_idx -> call for runs of 2+ re-checks of the same background job
+    (only sleeps in between), and for every Monitor call."""
+    found: dict[int, ToolCall] = {}
+    run: list[tuple[int, ToolCall]] = []
+    run_id: str | None = None
+
+    def close() -> None:
+        if len(run) >= 2:
+            for idx, call in run:
+                found.setdefault(idx, call)
+
+    for ctx in batch:
+        for call in ctx.calls:
+            job = background_job_id(call)
+            if call.tool in WAIT_TOOLS:
+                found.setdefault(ctx.message.msg_idx, call)
+            if job is not None and call.tool in BACKGROUND_CHECK_TOOLS:
+                if job != run_id:
+                    close()
+                    run, run_id = [], job
+                run.append((ctx.message.msg_idx, call))
+            elif job is None and not _only_waits(call):
+                close()
+                run, run_id = [], None
+    close()
+    return found

@@ -1,0 +1,439 @@
+"""Shell command structure, cheap enough to run on every tool call.
+
+``parse_shell`` turns a command string into a flat list of simple commands, each
+knowing the loops that enclose it and the operator that follows it. bashlex is
+tried first; it rejects a lot of real agent commands (arithmetic ``$((…))``,
+``${x: -5}``, heredocs …), so a small quote-aware tokenizer takes over then.
+Commands hidden inside ``$(…)``, ``bash -c '…'``, ``ssh host '…'``,
+``docker exec ctr …`` and ``timeout N …`` are expanded recursively.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import bashlex  # type: ignore[import-untyped]
+
+LOOP_KEYWORDS = ("for", "while", "until")
+_OPENERS = {"do", "then", "else", "{", "!", "(", "elif", "if"}
+_CLOSERS = {"done", "fi", "}", ")", "esac"}
+_WRAPPERS = {"sudo", "nohup", "setsid", "time", "exec", "nice", "env", "command", "stdbuf"}
+_SHELLS = {"bash", "sh", "zsh", "dash"}
+_REDIRECT = re.compile(r"^\d*(?:>>?|<<?|&>|>&)")
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_MAX_DEPTH = 4
+
+
+@dataclass
+class Loop:
+    """A for/while/until loop: ``header`` is the for-list or the condition text."""
+
+    kind: str
+    header: str
+    id: int
+
+
+@dataclass
+class SimpleCommand:
+    words: list[str]
+    """Words with quotes removed; wrappers (sudo, nohup, timeout N …) kept."""
+    loops: tuple[int, ...] = ()
+    """Ids of the enclosing loops, outermost first."""
+    next_op: str | None = None
+    """The operator after the command: ``;``, ``&&``, ``||``, ``|``, ``&``, newline or None."""
+    in_condition: bool = False
+    """Part of a while/until condition."""
+    nested: int = 0
+    """0 at top level; >0 when found inside ``$(…)``, ``bash -c``, ``ssh`` …"""
+
+    @property
+    def name(self) -> str:
+        """The program run, past env assignments and wrappers (``timeout 10 ssh`` -> ``ssh``)."""
+        core = core_words(self.words)
+        return core[0].rsplit("/", 1)[-1] if core else ""
+
+    @property
+    def background(self) -> bool:
+        return self.next_op == "&"
+
+
+@dataclass
+class ShellScript:
+    source: str
+    commands: list[SimpleCommand] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)
+    parser: str = "bashlex"
+    """``bashlex`` or ``fallback`` (which parser produced the top level)."""
+
+    def in_loop(self, loop_id: int) -> list[SimpleCommand]:
+        return [c for c in self.commands if loop_id in c.loops]
+
+    def names(self) -> set[str]:
+        return {c.name for c in self.commands}
+
+
+def core_words(words: list[str]) -> list[str]:
+    """Drop env assignments, redirections and wrapper programs from the front."""
+    out = [w for w in words if not _REDIRECT.match(w)]
+    i = 0
+    while i < len(out):
+        w = out[i]
+        if _ASSIGN.match(w) or w in _WRAPPERS:
+            i += 1
+        elif w == "timeout":
+            i += 1
+            while i < len(out) and (out[i].startswith("-") or _is_duration(out[i])):
+                i += 1
+                if not _is_duration(out[i - 1]) and i < len(out) and out[i - 1] in ("-s", "-k"):
+                    i += 1
+        elif w.startswith("-") and i > 0 and out[i - 1] in ("stdbuf", "nice", "env"):
+            i += 1
+        else:
+            break
+    return out[i:]
+
+
+def _is_duration(word: str) -> bool:
+    return re.fullmatch(r"\d+(?:\.\d+)?[smhd]?", word) is not None
+
+
+def parse_shell(command: str) -> ShellScript:
+    """Parse ``command`` into simple commands; never raises."""
+    script = ShellScript(source=command)
+    try:
+        _from_bashlex(command, script)
+    except Exception:  # bashlex raises many types (NotImplementedError, ParsingError …)
+        script.commands.clear()
+        script.loops.clear()
+        script.parser = "fallback"
+        _Tokenizer(command, script, loops=(), nested=0).run()
+    _expand(script)
+    return script
+
+
+# --- bashlex ---------------------------------------------------------------
+
+
+def _from_bashlex(command: str, script: ShellScript) -> None:
+    for tree in bashlex.parse(command):
+        _walk(tree, script, (), False, 0)
+
+
+def _walk(node: object, script: ShellScript, loops: tuple[int, ...], cond: bool, nested: int) -> None:
+    kind = getattr(node, "kind", "")
+    if kind == "command":
+        words: list[str] = []
+        for part in node.parts:  # type: ignore[attr-defined]
+            if part.kind == "word":
+                words.append(part.word)
+                for sub in getattr(part, "parts", []):
+                    _walk(sub, script, loops, cond, nested + 1)
+            elif part.kind == "redirect":
+                continue
+        if words:
+            script.commands.append(SimpleCommand(words, loops, None, cond, nested))
+        return
+    if kind in ("commandsubstitution", "processsubstitution"):
+        _walk(node.command, script, loops, cond, nested)  # type: ignore[attr-defined]
+        return
+    if kind in ("for", "while", "until"):
+        loop = Loop(kind, "", len(script.loops))
+        script.loops.append(loop)
+        inner = (*loops, loop.id)
+        parts = node.parts  # type: ignore[attr-defined]
+        seen_do = False
+        header: list[str] = []
+        for part in parts:
+            if part.kind == "reservedword" and part.word == "do":
+                seen_do = True
+                continue
+            if part.kind == "reservedword":
+                continue
+            if not seen_do:
+                if part.kind == "word":
+                    header.append(part.word)
+                    for sub in getattr(part, "parts", []):
+                        _walk(sub, script, inner, True, nested + 1)
+                else:
+                    start = len(script.commands)
+                    _walk(part, script, inner, True, nested)
+                    header.extend(" ".join(c.words) for c in script.commands[start:])
+            else:
+                _walk(part, script, inner, False, nested)
+        loop.header = " ".join(header)
+        return
+    parts = getattr(node, "parts", None) or getattr(node, "list", None) or []
+    last: SimpleCommand | None = None
+    for part in parts:
+        if getattr(part, "kind", "") in ("operator", "pipe"):
+            if last is not None:
+                last.next_op = part.op if part.kind == "operator" else "|"  # type: ignore[attr-defined]
+            continue
+        before = len(script.commands)
+        _walk(part, script, loops, cond, nested)
+        if len(script.commands) > before:
+            last = script.commands[-1]
+
+
+# --- fallback tokenizer ----------------------------------------------------
+
+
+class _Tokenizer:
+    """Quote-aware splitter into simple commands with loop tracking."""
+
+    def __init__(self, text: str, script: ShellScript, loops: tuple[int, ...], nested: int) -> None:
+        self.text = text
+        self.script = script
+        self.stack: list[int] = list(loops)
+        self.base = len(loops)
+        self.nested = nested
+        self.words: list[str] = []
+        self.word: list[str] = []
+        self.has_word = False
+        self.cond = False
+        self.heredocs: list[str] = []
+
+    def run(self) -> None:
+        t, i, n = self.text, 0, len(self.text)
+        while i < n:
+            ch = t[i]
+            if ch in " \t":
+                self._end_word()
+                i += 1
+            elif ch == "\\" and i + 1 < n:
+                if t[i + 1] != "\n":
+                    self._add(t[i + 1])
+                i += 2
+            elif ch == "'":
+                j = t.find("'", i + 1)
+                j = n if j < 0 else j
+                self._add(t[i + 1 : j])
+                i = j + 1
+            elif ch == '"':
+                j = _skip_double(t, i + 1)
+                self._add(t[i + 1 : j])
+                i = j + 1
+            elif ch == "$" and t.startswith("$(", i):
+                j = _skip_parens(t, i + 1)
+                self._add(t[i : j + 1])
+                i = j + 1
+            elif ch == "$" and t.startswith("${", i):
+                j = t.find("}", i)
+                j = n - 1 if j < 0 else j
+                self._add(t[i : j + 1])
+                i = j + 1
+            elif ch == "`":
+                j = t.find("`", i + 1)
+                j = n - 1 if j < 0 else j
+                self._add(t[i : j + 1])
+                i = j + 1
+            elif ch == "#" and not self.has_word:
+                j = t.find("\n", i)
+                i = n if j < 0 else j
+            elif ch == "\n":
+                self._end_command("\n")
+                i = self._skip_heredocs(i + 1)
+            elif ch in ";|&":
+                two = t[i : i + 2]
+                if ch == "&" and self.word and self.word[-1].endswith(">"):
+                    self._add("&")
+                    i += 1
+                    continue
+                if two in ("&&", "||", ";;"):
+                    self._end_command(two)
+                    i += 2
+                else:
+                    self._end_command(ch)
+                    i += 1
+            elif ch == "<" and t.startswith("<<", i) and not t.startswith("<<<", i):
+                m = re.match(r"<<-?\s*['\"]?(\w+)['\"]?", t[i:])
+                if m:
+                    self.heredocs.append(m.group(1))
+                    i += m.end()
+                else:
+                    self._add(ch)
+                    i += 1
+            elif ch == "(" and t.startswith("((", i) and not self.has_word:
+                j = t.find("))", i)
+                j = n - 2 if j < 0 else j
+                self._add(t[i : j + 2])
+                i = j + 2
+            elif ch in "()" and not self.has_word:
+                self._end_command(None)
+                i += 1
+            else:
+                self._add(ch)
+                i += 1
+        self._end_command(None)
+
+    def _skip_heredocs(self, i: int) -> int:
+        while self.heredocs:
+            delim = self.heredocs.pop(0)
+            m = re.compile(rf"^\s*{re.escape(delim)}\s*$", re.M).search(self.text, i)
+            i = m.end() if m else len(self.text)
+        return i
+
+    def _add(self, s: str) -> None:
+        self.word.append(s)
+        self.has_word = True
+
+    def _end_word(self) -> None:
+        if self.has_word:
+            self.words.append("".join(self.word))
+        self.word, self.has_word = [], False
+
+    def _end_command(self, op: str | None) -> None:
+        self._end_word()
+        words, self.words = self.words, []
+        while words and words[0] in _CLOSERS:
+            if words[0] == "done" and len(self.stack) > self.base:
+                self.stack.pop()
+                self.cond = False
+            words = words[1:]
+        while words and words[0] in _OPENERS:
+            if words[0] == "do":
+                self.cond = False
+            words = words[1:]
+        if words and words[0] in LOOP_KEYWORDS:
+            loop = Loop(words[0], "", len(self.script.loops))
+            self.script.loops.append(loop)
+            self.stack.append(loop.id)
+            rest = words[1:]
+            if loop.kind == "for":
+                loop.header = " ".join(rest)
+                for w in rest:
+                    _substitutions(w, self.script, tuple(self.stack), self.nested + 1)
+                return
+            self.cond = True
+            loop.header = " ".join(rest)
+            words = rest
+        if words and words[-1] in ("done",) and len(self.stack) > self.base:
+            words = words[:-1]
+            self.stack.pop()
+        if not words:
+            if op and self.script.commands and self.script.commands[-1].next_op is None:
+                self.script.commands[-1].next_op = op
+            return
+        cmd = SimpleCommand(words, tuple(self.stack), op, self.cond, self.nested)
+        self.script.commands.append(cmd)
+        for w in words:
+            _substitutions(w, self.script, cmd.loops, self.nested + 1)
+
+
+def _skip_double(t: str, i: int) -> int:
+    n = len(t)
+    while i < n and t[i] != '"':
+        if t[i] == "\\":
+            i += 2
+            continue
+        if t.startswith("$(", i):
+            i = _skip_parens(t, i + 1) + 1
+            continue
+        i += 1
+    return min(i, n)
+
+
+def _skip_parens(t: str, i: int) -> int:
+    """``t[i]`` is '('; return the index of the matching ')'."""
+    depth, n = 0, len(t)
+    while i < n:
+        ch = t[i]
+        if ch == "'":
+            j = t.find("'", i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if ch == '"':
+            i = _skip_double(t, i + 1) + 1
+            continue
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return n - 1
+
+
+def _substitutions(word: str, script: ShellScript, loops: tuple[int, ...], nested: int) -> None:
+    """Parse the commands inside ``$(…)`` / backticks of a fallback-tokenized word."""
+    if nested > _MAX_DEPTH:
+        return
+    i = 0
+    while True:
+        i = word.find("$(", i)
+        if i < 0:
+            break
+        j = _skip_parens(word, i + 1)
+        inner = word[i + 2 : j]
+        if not inner.startswith("("):  # $(( arithmetic ))
+            _Tokenizer(inner, script, loops, nested).run()
+        i = j + 1
+    for inner in re.findall(r"`([^`]*)`", word):
+        _Tokenizer(inner, script, loops, nested).run()
+
+
+# --- recursive expansion of wrapped commands --------------------------------
+
+
+def inner_command(words: list[str]) -> str | None:
+    """The command string run by ``bash -c``, ``ssh host``, ``docker exec``, ``kubectl exec``."""
+    core = core_words(words)
+    if not core:
+        return None
+    prog = core[0].rsplit("/", 1)[-1]
+    args = core[1:]
+    if prog in _SHELLS:
+        for k, a in enumerate(args):
+            if re.fullmatch(r"-[a-z]*c", a) and k + 1 < len(args):
+                return args[k + 1]
+        return None
+    if prog == "ssh":
+        k = 0
+        while k < len(args) and args[k].startswith("-"):
+            k += 2 if re.fullmatch(r"-[bcDEeFIiJLlmOoPpQRSWw]", args[k]) else 1
+        rest = args[k + 1 :]
+        return " ".join(rest) if rest else None
+    if prog in ("docker", "podman") and args[:1] == ["exec"]:
+        k = 1
+        while k < len(args) and args[k].startswith("-"):
+            k += 2 if args[k] in ("-e", "-u", "-w", "--env", "--user", "--workdir") else 1
+        rest = args[k + 1 :]
+        return " ".join(rest) if rest else None
+    if prog == "kubectl" and "--" in args:
+        return " ".join(args[args.index("--") + 1 :])
+    return None
+
+
+def _expand(script: ShellScript, depth: int = 0) -> None:
+    if depth > _MAX_DEPTH:
+        return
+    for cmd in list(script.commands):
+        inner = inner_command(cmd.words)
+        if not inner:
+            continue
+        sub = parse_shell_inner(inner, depth + 1)
+        offset = len(script.loops)
+        for loop in sub.loops:
+            script.loops.append(Loop(loop.kind, loop.header, loop.id + offset))
+        for c in sub.commands:
+            c.loops = cmd.loops + tuple(lid + offset for lid in c.loops)
+            c.nested = cmd.nested + 1 + c.nested
+            script.commands.append(c)
+
+
+def parse_shell_inner(command: str, depth: int) -> ShellScript:
+    script = ShellScript(source=command)
+    try:
+        _from_bashlex(command, script)
+    except Exception:
+        script.commands.clear()
+        script.loops.clear()
+        script.parser = "fallback"
+        _Tokenizer(command, script, loops=(), nested=0).run()
+    _expand(script, depth)
+    return script

@@ -1,0 +1,305 @@
+"""The `transcripts` command: a thin layer over library functions.
+
+Every command turns typed errors into one line ``Error: …`` and exit code 1
+(2 for usage errors); tracebacks are never shown for expected failures.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from analytics.errors import AnalyticsError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Turn coding-agent session transcripts into a DuckDB you can question.",
+)
+out = Console()
+err = Console(stderr=True)
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", help="DuckDB file (default: $TRANSCRIPTS_DB, else ./transcripts.duckdb)."),
+]
+
+
+def _db(db: str | None) -> str:
+    from analytics.store.db import default_db
+
+    return db or default_db()
+
+
+def discover_paths() -> list[Path]:
+    """The local stores of installed agents that exist on this machine."""
+    home = Path.home()
+    data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+    codex = Path(os.environ.get("CODEX_HOME") or home / ".codex")
+    candidates = [
+        home / ".claude" / "projects",
+        data / "opencode" / "storage",
+        data / "opencode" / "opencode.db",
+        codex / "sessions",
+    ]
+    return [p for p in candidates if p.exists()]
+
+
+def _print_summary(summary: object) -> None:
+    from analytics.ingest import IngestSummary
+
+    assert isinstance(summary, IngestSummary)
+    for f in summary.errors:
+        err.print(f"[red]Error:[/red] {f.error}", highlight=False, soft_wrap=True)
+    t = summary.totals()
+    table = Table(title=f"Ingest summary → {summary.db}")
+    for col in ("files", "ingested", "unchanged", "errors", "sessions", "messages",
+                "records_read", "quarantined"):
+        table.add_column(col, justify="right")
+    table.add_row(*(str(t[c]) for c in ("files", "ingested", "unchanged", "errors", "sessions",
+                                         "messages", "records_read", "quarantined")))
+    out.print(table)
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders (recursive).")] = None,
+    db: DbOpt = None,
+    format: Annotated[
+        str, typer.Option("--format", help="auto|opencode|claude_code|codex|transcript_text")
+    ] = "auto",
+    discover: Annotated[
+        bool, typer.Option("--discover", help="Also ingest the installed agents' local stores.")
+    ] = False,
+    rules: Annotated[
+        Path | None, typer.Option("--rules", help="Extra tag patterns (JSONL), see docs/custom_rules.md.")
+    ] = None,
+    no_redact: Annotated[
+        bool, typer.Option("--no-redact", help="Store secrets as they are (not recommended).")
+    ] = False,
+) -> None:
+    """Parse files or folders, tag, analyse and store them. Idempotent and incremental."""
+    from analytics.errors import UsageError
+    from analytics.ingest import ingest as run_ingest
+
+    targets = list(paths or [])
+    if discover:
+        found = discover_paths()
+        out.print(f"Discovered: {', '.join(map(str, found)) or 'no local agent stores'}")
+        targets += found
+    if not targets:
+        raise UsageError("give PATH… to ingest, or --discover")
+    if no_redact:
+        err.print("[yellow]Warning:[/yellow] --no-redact: secrets in transcripts are stored as is")
+    summary = _run_with_progress(run_ingest, targets, _db(db), format, not no_redact, rules)
+    _print_summary(summary)
+    if summary.errors:
+        raise typer.Exit(1)
+
+
+def _run_with_progress(run_ingest, targets, db, fmt, redact, rules):  # type: ignore[no-untyped-def]
+    from analytics.ingest import fingerprint
+
+    if not sys.stderr.isatty():
+        return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules)
+    from rich.progress import (
+        BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+    )
+
+    total = 0
+    for p in targets:
+        try:
+            total += fingerprint(Path(p))[0]
+        except OSError:
+            pass
+    with Progress(
+        TextColumn("[bold]ingest"), BarColumn(), DownloadColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), TextColumn("{task.fields[file]}"), console=err, transient=True,
+    ) as bar:
+        task = bar.add_task("ingest", total=total or None, file="")
+
+        def tick(path: str, nbytes: int) -> None:
+            bar.update(task, advance=nbytes, file=Path(path).name)
+
+        return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules, progress=tick)
+
+
+@app.command()
+def sessions(db: DbOpt = None, limit: Annotated[int, typer.Option(help="Rows to show.")] = 50) -> None:
+    """Table of sessions."""
+    from analytics.store.frames import sessions_df
+
+    df = sessions_df(_db(db)).head(limit)
+    table = Table(title=f"{len(df)} sessions")
+    for col in ("session_id", "source_format", "title", "model", "started_at", "n_messages"):
+        table.add_column(col, overflow="fold")
+    for r in df.astype(object).where(df.notna(), None).itertuples():
+        table.add_row(r.session_id, r.source_format, str(r.title or "")[:50], str(r.model or ""),
+                      str(r.started_at or "")[:19], str(r.n_messages))
+    out.print(table)
+
+
+@app.command()
+def show(
+    session: Annotated[str, typer.Argument(help="Session id, native id or unique prefix.")],
+    db: DbOpt = None,
+    tags: Annotated[bool, typer.Option("--tags", help="Only messages that carry tags.")] = False,
+    width: Annotated[int, typer.Option(help="Characters of text per message.")] = 200,
+) -> None:
+    """A session's messages with their tags."""
+    from analytics.store.db import connect
+    from analytics.store.sessions import resolve_session, session_messages
+
+    con = connect(_db(db))
+    sid = resolve_session(con, session, _db(db))
+    df = session_messages(con, sid, only_tagged=tags)
+    out.print(f"[bold]{sid}[/bold] — {len(df)} messages")
+    for r in df.itertuples():
+        chips = f" [cyan]{r.tags}[/cyan]" if r.tags else ""
+        text = (r.text or "").replace("\n", " ⏎ ")[:width]
+        out.print(f"[dim]{r.msg_idx:>5} {r.source_id}[/dim] [bold]{r.role}[/bold]{chips}: ",
+                  end="", highlight=False)
+        out.print(text, markup=False, highlight=False)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Words to look for.")],
+    db: DbOpt = None,
+    limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
+) -> None:
+    """Ranked full-text search over messages and tool output."""
+    from analytics.store.db import connect
+    from analytics.store.search import search as run_search
+
+    df = run_search(connect(_db(db)), query, limit=limit)
+    table = Table(title=f"{len(df)} matches for {query!r}")
+    for col in ("score", "session_id", "msg", "role", "kind", "snippet"):
+        table.add_column(col, overflow="fold")
+    for r in df.itertuples():
+        table.add_row(f"{r.score:.3f}", r.session_id, str(r.source_id), str(r.role), r.kind,
+                      r.snippet)
+    out.print(table)
+
+
+@app.command()
+def report(
+    session: Annotated[str, typer.Argument(help="Session id, native id or unique prefix.")],
+    out_file: Annotated[Path | None, typer.Option("--out", help="Markdown file to write.")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Deterministic postmortem: Markdown plus PNG charts beside it."""
+    from analytics.report import write_report
+    from analytics.store.db import connect
+    from analytics.store.sessions import resolve_session
+
+    con = connect(_db(db))
+    sid = resolve_session(con, session, _db(db))
+    target = out_file or Path(f"report-{sid.split(':')[-1][:40]}.md")
+    path = write_report(con, sid, target)
+    out.print(f"Wrote {path}")
+
+
+@app.command(name="eval")
+def evaluate(
+    gold: Annotated[Path, typer.Argument(help="Gold TSV: file, source_id, tag, label.")],
+    db: DbOpt = None,
+) -> None:
+    """Precision / recall / F1 per tag against labelled records."""
+    from analytics.analysis.evaluate import evaluate as run_eval
+    from analytics.analysis.evaluate import format_eval
+    from analytics.errors import UsageError
+    from analytics.store.db import connect
+
+    if not gold.exists():
+        raise UsageError(f"{gold}: no such gold file")
+    out.print(format_eval(run_eval(gold, connect(_db(db)))), markup=False, highlight=False)
+
+
+@app.command()
+def export(
+    parquet: Annotated[Path, typer.Option("--parquet", help="Folder to write, one per table.")],
+    db: DbOpt = None,
+) -> None:
+    """Every table as Parquet (Hive-partitioned by source_format where rows belong to sessions)."""
+    from analytics.store.db import connect
+    from analytics.store.export import export_parquet
+
+    written = export_parquet(connect(_db(db)), parquet)
+    out.print(f"Wrote {len(written)} tables to {parquet}")
+
+
+@app.command(name="app")
+def app_cmd(
+    db: DbOpt = None,
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+) -> None:
+    """The Streamlit explorer."""
+    from analytics.explore import run_app
+    from analytics.store.db import connect
+
+    path = _db(db)
+    connect(path).close()  # a clear error now rather than in the browser
+    out.print(f"Explorer: http://localhost:{port}  (database {path})")
+    raise typer.Exit(run_app(path, port))
+
+
+@app.command()
+def demo(
+    no_serve: Annotated[bool, typer.Option("--no-serve", help="Stop after the summary.")] = False,
+    db: DbOpt = None,
+    port: Annotated[int, typer.Option(help="Port for the explorer.")] = 8501,
+) -> None:
+    """Ingest the bundled sample sessions and open the explorer."""
+    from analytics.ingest import ingest as run_ingest
+    from analytics.samples_path import samples_dir
+
+    path = _db(db)
+    summary = _run_with_progress(run_ingest, [samples_dir()], path, "auto", True, None)
+    _print_summary(summary)
+    from analytics.store.db import connect
+    from analytics.store.sessions import demo_overview
+
+    con = connect(path)
+    out.print(demo_overview(con), markup=False, highlight=False)
+    con.close()
+    if summary.errors:
+        raise typer.Exit(1)
+    if not no_serve:
+        from analytics.explore import run_app
+
+        out.print(f"Explorer: http://localhost:{port}  (Ctrl+C to stop)")
+        raise typer.Exit(run_app(path, port))
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except AnalyticsError as exc:
+        err.print(f"Error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("Aborted.")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("Interrupted.")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

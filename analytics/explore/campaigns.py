@@ -1,0 +1,99 @@
+"""The Campaign page: a metric over a session with lever markers and the target."""
+
+from __future__ import annotations
+
+import altair as alt
+import duckdb
+import pandas as pd
+
+OUTCOME_COLOURS = {
+    "improved": "#2ca02c",
+    "no_effect": "#7f7f7f",
+    "worse": "#d62728",
+    "failed": "#9467bd",
+    "not_applicable": "#bcbd22",
+    "pending": "#1f77b4",
+}
+
+
+def campaigns(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Every campaign with its number of levers."""
+    return con.execute(
+        """
+        SELECT c.campaign_id, c.session_id, c.goal_text, c.target_metric, c.target_value,
+               c.unit, c.baseline_value, c.best_value, c.start_msg_idx, c.end_msg_idx, c.status,
+               (SELECT count(*) FROM levers l WHERE l.campaign_id = c.campaign_id
+                  AND l.session_id = c.session_id) AS levers
+        FROM campaigns c ORDER BY c.session_id, c.start_msg_idx NULLS LAST, c.campaign_id
+        """
+    ).df()
+
+
+def campaign_series(con: duckdb.DuckDBPyConnection, campaign_id: str) -> pd.DataFrame:
+    """Measurements of the campaign's target metric inside its message range,
+    with the message time when known."""
+    return con.execute(
+        """
+        SELECT m.msg_idx, msg.ts, m.value, m.unit, m.label, m.metric
+        FROM campaigns c
+        JOIN measurements m ON m.session_id = c.session_id
+             AND (c.target_metric IS NULL OR m.metric = c.target_metric)
+             AND m.msg_idx BETWEEN coalesce(c.start_msg_idx, 0)
+                               AND coalesce(c.end_msg_idx, 2147483647)
+        LEFT JOIN messages msg ON msg.session_id = m.session_id AND msg.msg_idx = m.msg_idx
+        WHERE c.campaign_id = ?
+        ORDER BY m.msg_idx
+        """,
+        [campaign_id],
+    ).df()
+
+
+def campaign_levers(con: duckdb.DuckDBPyConnection, campaign_id: str) -> pd.DataFrame:
+    """The levers tried in the campaign, in order."""
+    return con.execute(
+        """
+        SELECT l.seq, l.name, l.outcome, l.value_before, l.value_after, l.delta_pct,
+               l.metric, l.start_msg_idx, l.end_msg_idx, l.evidence_msg_idx, l.description,
+               l.session_id, coalesce(l.evidence_msg_idx, l.end_msg_idx, l.start_msg_idx) AS msg_idx
+        FROM levers l WHERE l.campaign_id = ? ORDER BY l.seq, l.start_msg_idx
+        """,
+        [campaign_id],
+    ).df()
+
+
+def campaign_chart(
+    series: pd.DataFrame, levers: pd.DataFrame, target: float | None, metric: str
+) -> alt.LayerChart:
+    """Metric over message order; a rule per lever coloured by outcome; the target line."""
+    x = alt.X("msg_idx:Q", title="message")
+    layers: list[alt.Chart] = [
+        alt.Chart(series).mark_line(point=True).encode(
+            x=x,
+            y=alt.Y("value:Q", title=metric),
+            tooltip=["msg_idx", "value", "unit", "label"],
+        )
+    ]
+    if not levers.empty:
+        marks = levers.assign(at=levers["end_msg_idx"].fillna(levers["start_msg_idx"]))
+        colour = alt.Color(
+            "outcome:N",
+            scale=alt.Scale(domain=list(OUTCOME_COLOURS), range=list(OUTCOME_COLOURS.values())),
+            title="lever outcome",
+        )
+        layers.append(
+            alt.Chart(marks).mark_rule(strokeDash=[4, 3], strokeWidth=2).encode(
+                x=alt.X("at:Q"), color=colour,
+                tooltip=["seq", "name", "outcome", "value_before", "value_after", "delta_pct"],
+            )
+        )
+        layers.append(
+            alt.Chart(marks.dropna(subset=["value_after"])).mark_point(size=90, filled=True)
+            .encode(x="at:Q", y="value_after:Q", color=colour, tooltip=["name", "outcome"])
+        )
+    if target is not None and not pd.isna(target):
+        layers.append(
+            alt.Chart(pd.DataFrame({"target": [target]})).mark_rule(color="black").encode(
+                y="target:Q", tooltip=["target"]
+            )
+        )
+    return alt.layer(*layers).properties(height=360)

@@ -1,0 +1,86 @@
+"""The Polling & aborts page: waiting loops, user interruptions, check-in latency."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+
+def polling_loops(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Every polling loop with its command, interval, iterations and waited time."""
+    return con.execute(
+        """
+        SELECT p.session_id, p.msg_idx, p.outcome, p.interval_s, p.max_iterations,
+               CASE WHEN p.interval_s > 0 THEN round(p.waited_s / p.interval_s) END
+                   AS iterations_done,
+               p.max_wait_s, p.waited_s, p.target, c.command
+        FROM polling_loops p
+        LEFT JOIN tool_calls c ON c.session_id = p.session_id AND c.call_id = p.call_id
+        ORDER BY p.waited_s DESC NULLS LAST, p.session_id, p.msg_idx
+        """
+    ).df()
+
+
+def polling_by_outcome(loops: pd.DataFrame) -> pd.DataFrame:
+    """Loops and waited minutes per outcome."""
+    if loops.empty:
+        return pd.DataFrame({"outcome": [], "loops": [], "waited_min": []})
+    g = loops.groupby(loops["outcome"].fillna("unknown"))
+    return pd.DataFrame(
+        {"loops": g.size(), "waited_min": (g["waited_s"].sum() / 60.0).round(1)}
+    ).reset_index()
+
+
+def aborts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Each user abort with the tool call it interrupted: the latest call at or
+    before the abort (an aborted one preferred), and whether that was a polling loop."""
+    return con.execute(
+        """
+        WITH a AS (
+            SELECT DISTINCT session_id, msg_idx FROM tags WHERE tag = 'user_abort'
+        ), cand AS (
+            SELECT a.session_id, a.msg_idx AS abort_msg_idx, c.msg_idx AS call_msg_idx,
+                   c.tool, c.command, c.status, c.duration_s, c.call_id,
+                   row_number() OVER (PARTITION BY a.session_id, a.msg_idx
+                       ORDER BY (c.status = 'aborted') DESC, c.msg_idx DESC) AS rn
+            FROM a JOIN tool_calls c
+              ON c.session_id = a.session_id AND c.msg_idx <= a.msg_idx
+             AND c.msg_idx >= a.msg_idx - 20
+        )
+        SELECT a.session_id, a.msg_idx, m.ts, m.text AS abort_text,
+               cand.call_msg_idx AS interrupted_msg_idx, cand.tool AS interrupted_tool,
+               cand.command AS interrupted_command, cand.status AS interrupted_status,
+               cand.duration_s AS ran_s,
+               EXISTS (SELECT 1 FROM polling_loops p WHERE p.session_id = a.session_id
+                       AND p.msg_idx = cand.call_msg_idx) AS was_polling
+        FROM a
+        LEFT JOIN cand ON cand.session_id = a.session_id AND cand.abort_msg_idx = a.msg_idx
+             AND cand.rn = 1
+        LEFT JOIN messages m ON m.session_id = a.session_id AND m.msg_idx = a.msg_idx
+        ORDER BY a.session_id, a.msg_idx
+        """
+    ).df()
+
+
+def checkin_latency(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Each user check-in with how long the user had waited since the previous
+    message and how long the assistant took to answer it."""
+    return con.execute(
+        """
+        WITH seq AS (
+            SELECT session_id, msg_idx, role, ts, text,
+                   lag(ts) OVER w AS prev_ts,
+                   lag(role) OVER w AS prev_role
+            FROM messages WINDOW w AS (PARTITION BY session_id ORDER BY msg_idx)
+        ), c AS (
+            SELECT DISTINCT session_id, msg_idx FROM tags WHERE tag = 'user_checkin'
+        )
+        SELECT s.session_id, s.msg_idx, s.ts, s.text AS checkin_text, s.prev_role,
+               date_diff('millisecond', s.prev_ts, s.ts) / 1000.0 AS silence_before_s,
+               (SELECT date_diff('millisecond', s.ts, min(r.ts)) / 1000.0 FROM messages r
+                 WHERE r.session_id = s.session_id AND r.msg_idx > s.msg_idx
+                   AND r.role = 'assistant') AS reply_after_s
+        FROM c JOIN seq s USING (session_id, msg_idx)
+        ORDER BY s.session_id, s.msg_idx
+        """
+    ).df()

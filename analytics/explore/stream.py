@@ -1,0 +1,151 @@
+"""The Session page: a window of a session's messages with tags and tool calls.
+
+Sessions can hold 100k messages, so every query reads one window, found by
+``msg_idx`` (indexed order), never the whole session.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+_FILTER = """
+    m.session_id = $sid
+    AND (len($tags) = 0 OR EXISTS (
+        SELECT 1 FROM tags t
+        WHERE t.session_id = m.session_id AND t.msg_idx = m.msg_idx AND list_contains($tags, t.tag)))
+    AND ($q = '' OR m.text ILIKE '%' || $q || '%' OR EXISTS (
+        SELECT 1 FROM tool_calls c
+        WHERE c.session_id = m.session_id AND c.msg_idx = m.msg_idx
+          AND (c.command ILIKE '%' || $q || '%' OR c.output ILIKE '%' || $q || '%')))
+"""
+
+
+def _params(session_id: str, tags: tuple[str, ...], contains: str) -> dict[str, object]:
+    return {"sid": session_id, "tags": list(tags), "q": contains.strip()}
+
+
+def session_info(con: duckdb.DuckDBPyConnection, session_id: str) -> pd.DataFrame:
+    """The session's row (empty when unknown)."""
+    return con.execute(
+        "SELECT session_id, title, source_format, agent, model, started_at, ended_at,"
+        " n_messages, source_path, parent_session_id FROM sessions WHERE session_id = ?",
+        [session_id],
+    ).df()
+
+
+def session_tag_counts(con: duckdb.DuckDBPyConnection, session_id: str) -> pd.DataFrame:
+    """tag, n for the session (options of the tag filter)."""
+    return con.execute(
+        "SELECT tag, count(*) AS n FROM tags WHERE session_id = ? GROUP BY tag ORDER BY tag",
+        [session_id],
+    ).df()
+
+
+def message_window(
+    con: duckdb.DuckDBPyConnection,
+    session_id: str,
+    start: int = 0,
+    size: int = 50,
+    tags: tuple[str, ...] = (),
+    contains: str = "",
+) -> pd.DataFrame:
+    """Up to ``size`` messages with ``msg_idx >= start`` that match the filters,
+    with their tags as a list."""
+    params = _params(session_id, tags, contains) | {"start": start, "size": size}
+    return con.execute(
+        f"""
+        WITH w AS (
+            SELECT m.* FROM messages m
+            WHERE {_FILTER} AND m.msg_idx >= $start
+            ORDER BY m.msg_idx LIMIT $size
+        )
+        SELECT w.msg_idx, w.source_id, w.role, w.ts, w.text, w.error,
+               w.is_sidechain, w.is_compaction_summary,
+               coalesce((SELECT list(DISTINCT t.tag ORDER BY t.tag) FROM tags t
+                         WHERE t.session_id = w.session_id AND t.msg_idx = w.msg_idx),
+                        []::VARCHAR[]) AS tags
+        FROM w ORDER BY w.msg_idx
+        """,
+        params,
+    ).df()
+
+
+def count_matching(
+    con: duckdb.DuckDBPyConnection, session_id: str, tags: tuple[str, ...] = (), contains: str = ""
+) -> int:
+    """How many of the session's messages match the filters."""
+    row = con.execute(
+        f"SELECT count(*) FROM messages m WHERE {_FILTER}", _params(session_id, tags, contains)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def previous_start(
+    con: duckdb.DuckDBPyConnection,
+    session_id: str,
+    start: int,
+    size: int,
+    tags: tuple[str, ...] = (),
+    contains: str = "",
+) -> int:
+    """The ``start`` of the window of ``size`` matching messages before ``start``."""
+    params = _params(session_id, tags, contains) | {"start": start, "size": size}
+    row = con.execute(
+        f"""
+        SELECT min(msg_idx) FROM (
+            SELECT m.msg_idx FROM messages m
+            WHERE {_FILTER} AND m.msg_idx < $start
+            ORDER BY m.msg_idx DESC LIMIT $size)
+        """,
+        params,
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def resolve_message(con: duckdb.DuckDBPyConnection, session_id: str, ref: str) -> int | None:
+    """msg_idx of a message given its native id (``12479``, a uuid, ``L12``) or its msg_idx."""
+    ref = ref.strip().removeprefix("#")
+    if not ref:
+        return None
+    row = con.execute(
+        "SELECT min(msg_idx) FROM messages WHERE session_id = ? AND source_id = ?",
+        [session_id, ref],
+    ).fetchone()
+    if row and row[0] is not None:
+        return int(row[0])
+    if ref.isdigit():
+        row = con.execute(
+            "SELECT msg_idx FROM messages WHERE session_id = ? AND msg_idx = ?",
+            [session_id, int(ref)],
+        ).fetchone()
+        if row:
+            return int(row[0])
+    return None
+
+
+def tool_calls_between(
+    con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int
+) -> pd.DataFrame:
+    """Tool calls made by messages ``lo..hi`` (inclusive)."""
+    return con.execute(
+        """
+        SELECT msg_idx, call_id, tool, command, input, output, status, exit_code,
+               duration_s, result_msg_idx
+        FROM tool_calls
+        WHERE session_id = ? AND msg_idx BETWEEN ? AND ?
+        ORDER BY msg_idx, started_at NULLS LAST, call_id
+        """,
+        [session_id, lo, hi],
+    ).df()
+
+
+def messages_by_idx(
+    con: duckdb.DuckDBPyConnection, session_id: str, idxs: tuple[int, ...]
+) -> pd.DataFrame:
+    """Specific messages of a session (evidence, contradictions)."""
+    return con.execute(
+        "SELECT msg_idx, source_id, role, ts, text FROM messages"
+        " WHERE session_id = ? AND list_contains(?, msg_idx) ORDER BY msg_idx",
+        [session_id, list(idxs)],
+    ).df()

@@ -1,0 +1,515 @@
+"""The pipeline: source files -> parsers -> records -> analysers -> DuckDB.
+
+One transaction per file: a reader never sees a half-ingested file, and a
+crash mid-file leaves the database as it was before that file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from analytics.errors import AnalyticsError
+from analytics.models import (
+    Ledger,
+    Message,
+    Quarantined,
+    RawRecord,
+    Resume,
+    Session,
+    ToolCall,
+    ToolResult,
+)
+from analytics.store.db import connect, default_db
+from analytics.store.writer import append
+
+FLUSH_EVERY = 20_000
+SESSION_TABLES = (
+    "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
+    "measurements", "campaigns", "levers", "readiness_claims", "redactions",
+)
+
+Progress = Callable[[str, int], None]
+"""Called with (path, bytes just finished)."""
+
+
+@dataclass
+class FileResult:
+    path: str
+    format: str | None
+    status: str
+    """ingested | appended | unchanged | error"""
+    sessions: int = 0
+    messages: int = 0
+    records_read: int = 0
+    records_stored: int = 0
+    records_quarantined: int = 0
+    error: str | None = None
+
+
+@dataclass
+class IngestSummary:
+    db: str
+    files: list[FileResult] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "error"]
+
+    def totals(self) -> dict[str, int]:
+        ok = [f for f in self.files if f.status != "error"]
+        return {
+            "files": len(self.files),
+            "ingested": sum(f.status in ("ingested", "appended") for f in ok),
+            "unchanged": sum(f.status == "unchanged" for f in ok),
+            "errors": len(self.errors),
+            "sessions": sum(f.sessions for f in ok),
+            "messages": sum(f.messages for f in ok),
+            "records_read": sum(f.records_read for f in ok),
+            "quarantined": sum(f.records_quarantined for f in ok),
+        }
+
+
+# ---------------------------------------------------------------------------
+# File identity
+# ---------------------------------------------------------------------------
+
+
+def _unit_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file())
+    extra = [Path(str(path) + "-wal")] if path.suffix == ".db" else []
+    return [path] + [p for p in extra if p.exists()]
+
+
+def fingerprint(path: Path) -> tuple[int, float]:
+    """(bytes, newest mtime) of a file or folder unit."""
+    files = _unit_files(path)
+    size = sum(p.stat().st_size for p in files)
+    mtime = max((p.stat().st_mtime for p in files), default=0.0)
+    return size, mtime
+
+
+def content_sha(path: Path, limit: int | None = None) -> str:
+    """sha256 of a file (its first ``limit`` bytes if given) or of a folder's files."""
+    h = hashlib.sha256()
+    for p in _unit_files(path):
+        if path.is_dir():
+            h.update(str(p.relative_to(path)).encode() + b"\0")
+        with p.open("rb") as f:
+            remaining = limit
+            while True:
+                size = 1 << 20 if remaining is None else min(1 << 20, remaining)
+                if size == 0:
+                    break
+                chunk = f.read(size)
+                if not chunk:
+                    break
+                h.update(chunk)
+                if remaining is not None:
+                    remaining -= len(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Parsing one unit into the store
+# ---------------------------------------------------------------------------
+
+
+class _FileLoader:
+    """Streams one parser's items into the tables, in chunks, inside the caller's transaction."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        path: str,
+        redactor: Any | None,
+        taken_sessions: dict[str, str],
+    ) -> None:
+        self.con = con
+        self.path = path
+        self.redactor = redactor
+        self.taken = taken_sessions
+        self.remap: dict[str, str] = {}
+        self.sessions: dict[str, Session] = {}
+        self.messages: list[Message] = []
+        self.calls: list[ToolCall] = []
+        self.raws: list[RawRecord] = []
+        self.quarantined: list[Quarantined] = []
+        self.redactions: list[Any] = []
+        self.orphans: list[ToolResult] = []
+        self.n_messages = 0
+        self.first_idx: dict[str, int] = {}
+
+    def _sid(self, sid: str | None) -> str | None:
+        if sid is None:
+            return None
+        return self.remap.get(sid, sid)
+
+    def _claim_session(self, s: Session) -> None:
+        owner = self.taken.get(s.session_id)
+        if owner is not None and owner != self.path and s.session_id not in self.remap:
+            # Same native session stored from another file (e.g. a copy): keep both, apart.
+            suffix = hashlib.sha256(self.path.encode()).hexdigest()[:8]
+            self.remap[s.session_id] = f"{s.session_id}@{suffix}"
+
+    def add(self, item: Any) -> None:
+        if isinstance(item, Message):
+            item.session_id = self._sid(item.session_id) or item.session_id
+            if self.redactor is not None:
+                item.text = self._redact(item.session_id, item.msg_idx, "text", item.text)
+            self.first_idx.setdefault(item.session_id, item.msg_idx)
+            self.messages.append(item)
+            self.n_messages += 1
+        elif isinstance(item, ToolCall):
+            item.session_id = self._sid(item.session_id) or item.session_id
+            if self.redactor is not None:
+                for fld in ("command", "input", "output"):
+                    val = getattr(item, fld)
+                    if val:
+                        setattr(item, fld, self._redact(item.session_id, item.msg_idx, fld, val))
+            self.calls.append(item)
+        elif isinstance(item, Session):
+            self._claim_session(item)
+            item.session_id = self._sid(item.session_id) or item.session_id
+            item.parent_session_id = self._sid(item.parent_session_id)
+            prev = self.sessions.get(item.session_id)
+            if prev is None:
+                self.sessions[item.session_id] = item
+            else:
+                for name, value in item.model_dump(exclude_none=True).items():
+                    setattr(prev, name, value)
+        elif isinstance(item, ToolResult):
+            item.session_id = self._sid(item.session_id) or item.session_id
+            if self.redactor is not None and item.output:
+                item.output = self._redact(item.session_id, item.result_msg_idx, "output", item.output)
+            self.orphans.append(item)
+        elif isinstance(item, RawRecord):
+            item.session_id = self._sid(item.session_id)
+            if self.redactor is not None:
+                item.raw = self._redact(item.session_id, None, "raw", item.raw)
+            self.raws.append(item)
+        elif isinstance(item, Quarantined):
+            if self.redactor is not None:
+                item.raw = self._redact(None, None, "quarantine", item.raw)
+            self.quarantined.append(item)
+        if len(self.messages) + len(self.calls) + len(self.raws) >= FLUSH_EVERY:
+            self.flush()
+
+    def _redact(self, sid: str | None, idx: int | None, fld: str, text: str) -> str:
+        new, counts = self.redactor.redact(text)  # type: ignore[union-attr]
+        for kind, count in counts.items():
+            self.redactions.append(_Redaction(sid, idx, fld, kind, count))
+        return new
+
+    def flush(self) -> None:
+        con = self.con
+        append(con, "messages", self.messages)
+        append(con, "tool_calls", self.calls)
+        append(con, "raw_records", self.raws, extra={"path": self.path})
+        append(con, "quarantine", self.quarantined, extra={"path": self.path})
+        append(con, "redactions", self.redactions)
+        self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
+
+    def finish(self) -> list[tuple[str, int]]:
+        """Flush, store sessions and apply orphan results; return (session, msg_idx) of calls
+        completed by those results."""
+        self.flush()
+        for s in self.sessions.values():
+            self.con.execute("DELETE FROM sessions WHERE session_id = ?", [s.session_id])
+            cols = list(Session.model_fields)
+            self.con.execute(
+                f"INSERT INTO sessions ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [getattr(s, c) for c in cols],
+            )
+        touched: list[tuple[str, int]] = []
+        for r in self.orphans:
+            row = self.con.execute(
+                """
+                UPDATE tool_calls SET output = ?, status = ?, exit_code = coalesce(?, exit_code),
+                    ended_at = ?, result_msg_idx = ?,
+                    duration_s = date_diff('millisecond', started_at, ?) / 1000.0
+                WHERE session_id = ? AND call_id = ? RETURNING msg_idx
+                """,
+                [r.output, r.status, r.exit_code, r.ended_at, r.result_msg_idx, r.ended_at,
+                 r.session_id, r.call_id],
+            ).fetchall()
+            touched.extend((r.session_id, x[0]) for x in row)
+            if r.result_msg_idx is not None:
+                touched.append((r.session_id, r.result_msg_idx))
+        return touched
+
+
+@dataclass
+class _Redaction:
+    session_id: str | None
+    msg_idx: int | None
+    field: str
+    kind: str
+    count: int
+
+
+# ---------------------------------------------------------------------------
+# The pipeline
+# ---------------------------------------------------------------------------
+
+
+def _delete_path(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    sids = [r[0] for r in con.execute(
+        "SELECT session_id FROM sessions WHERE source_path = ?", [path]).fetchall()]
+    if sids:
+        for table in SESSION_TABLES:
+            con.execute(f"DELETE FROM {table} WHERE list_contains(?, session_id)", [sids])
+        con.execute("DELETE FROM sessions WHERE list_contains(?, session_id)", [sids])
+    con.execute("DELETE FROM raw_records WHERE path = ?", [path])
+    con.execute("DELETE FROM quarantine WHERE path = ?", [path])
+    con.execute("DELETE FROM ingest_files WHERE path = ?", [path])
+
+
+def _previous(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, Any] | None:
+    cur = con.execute("SELECT * FROM ingest_files WHERE path = ?", [path])
+    row = cur.fetchone()
+    if row is None:
+        return None
+    return dict(zip([d[0] for d in cur.description], row, strict=True))
+
+
+class Ingestor:
+    """Ingests units one by one into an open writable connection."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        fmt: str = "auto",
+        redact: bool = True,
+        rules: Path | None = None,
+        analyse: bool = True,
+    ) -> None:
+        self.con = con
+        self.fmt = fmt
+        self.redactor = None
+        if redact:
+            from analytics.redact import Redactor
+
+            self.redactor = Redactor()
+        self.analyser = None
+        if analyse:
+            from analytics.analysis.run import Analyser
+
+            self.analyser = Analyser(rules=rules)
+
+    def ingest_unit(self, path: Path, fmt: str) -> FileResult:
+        from analytics.sources.detect import get_module
+
+        key = str(path.resolve())
+        module = get_module(fmt)
+        size, mtime = fingerprint(path)
+        prev = _previous(self.con, key)
+        if prev and prev["bytes"] == size and prev["mtime"] == mtime and prev["format"] == fmt:
+            return self._unchanged(key, fmt, prev)
+        sha = content_sha(path)
+        if prev and prev["sha256"] == sha and prev["format"] == fmt:
+            self.con.execute("UPDATE ingest_files SET mtime = ? WHERE path = ?", [mtime, key])
+            return self._unchanged(key, fmt, prev)
+        resume = None
+        if (
+            prev
+            and getattr(module, "APPENDABLE", False)
+            and prev["format"] == fmt
+            and size > (prev["end_offset"] or 0) > 0
+            and prev["prefix_sha256"] == content_sha(path, prev["end_offset"])
+        ):
+            resume = self._resume_from(key, prev)
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            result = self._load(path, key, fmt, module, size, mtime, sha, prev, resume)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return result
+
+    def _unchanged(self, key: str, fmt: str, prev: dict[str, Any]) -> FileResult:
+        n_sessions, n_messages = self.con.execute(
+            "SELECT count(DISTINCT s.session_id), count(m.msg_idx) FROM sessions s "
+            "LEFT JOIN messages m USING (session_id) WHERE s.source_path = ?",
+            [key],
+        ).fetchone() or (0, 0)
+        return FileResult(
+            key, fmt, "unchanged", n_sessions, n_messages, prev["records_read"],
+            prev["records_stored"], prev["records_quarantined"],
+        )
+
+    def _resume_from(self, key: str, prev: dict[str, Any]) -> Resume:
+        rows = self.con.execute(
+            "SELECT m.session_id, max(m.msg_idx) + 1 FROM messages m JOIN sessions s "
+            "USING (session_id) WHERE s.source_path = ? GROUP BY 1",
+            [key],
+        ).fetchall()
+        state = orjson.loads(prev["resume_state"]) if prev["resume_state"] else {}
+        return Resume(
+            offset=prev["end_offset"], line=prev["end_line"] or 0,
+            next_msg_idx={r[0]: r[1] for r in rows}, state=state,
+        )
+
+    def _load(
+        self,
+        path: Path,
+        key: str,
+        fmt: str,
+        module: Any,
+        size: int,
+        mtime: float,
+        sha: str,
+        prev: dict[str, Any] | None,
+        resume: Resume | None,
+    ) -> FileResult:
+        con = self.con
+        base = {"read": 0, "stored": 0, "quarantined": 0, "unknown": {}}
+        if resume is None:
+            _delete_path(con, key)
+        else:
+            # Records past the resume point that were quarantined (a half-written last line)
+            # are read again now.
+            stale = con.execute(
+                "DELETE FROM quarantine WHERE path = ? AND TRY_CAST(regexp_extract(location, "
+                "'line (\\d+)', 1) AS BIGINT) > ? RETURNING 1",
+                [key, resume.line],
+            ).fetchall()
+            assert prev is not None
+            base = {
+                "read": prev["records_read"] - len(stale),
+                "stored": prev["records_stored"],
+                "quarantined": prev["records_quarantined"] - len(stale),
+                "unknown": orjson.loads(prev["unknown_types"]) if prev["unknown_types"] else {},
+            }
+        taken = dict(con.execute(
+            "SELECT session_id, source_path FROM sessions WHERE source_path <> ?", [key]
+        ).fetchall())
+        loader = _FileLoader(con, key, self.redactor, taken)
+        ledger = Ledger()
+        for item in module.parse(path, ledger, resume):
+            loader.add(item)
+        touched = loader.finish()
+        if self.analyser is not None:
+            sessions = set(loader.first_idx) | {s for s, _ in touched} | set(loader.sessions)
+            for sid in sorted(sessions):
+                start = loader.first_idx.get(sid, 1 << 30)
+                extra = [i for s, i in touched if s == sid]
+                self.analyser.run_messages(con, sid, start, extra)
+                self.analyser.run_session(con, sid)
+        else:
+            from analytics.analysis.run import refresh_session_stats
+
+            for sid in set(loader.first_idx) | set(loader.sessions):
+                refresh_session_stats(con, sid)
+        unknown = dict(base["unknown"])
+        for k, v in ledger.unknown_types.items():
+            unknown[k] = unknown.get(k, 0) + v
+        read = base["read"] + ledger.records_read
+        stored = base["stored"] + ledger.records_stored
+        quarantined = base["quarantined"] + ledger.records_quarantined
+        end_offset = ledger.end_offset or (resume.offset if resume else 0)
+        prefix_sha = content_sha(path, end_offset) if getattr(module, "APPENDABLE", False) else None
+        con.execute("DELETE FROM ingest_files WHERE path = ?", [key])
+        con.execute(
+            "INSERT INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                key, sha, size, fmt, ledger.format_version or (prev or {}).get("format_version"),
+                read, stored, quarantined, orjson.dumps(unknown).decode(),
+                datetime.now(UTC).replace(tzinfo=None), end_offset,
+                ledger.end_line or (resume.line if resume else 0), prefix_sha, mtime,
+                orjson.dumps(ledger.state, default=str).decode(),
+            ],
+        )
+        n_sessions, n_messages = con.execute(
+            "SELECT count(DISTINCT s.session_id), count(m.msg_idx) FROM sessions s "
+            "LEFT JOIN messages m USING (session_id) WHERE s.source_path = ?",
+            [key],
+        ).fetchone() or (0, 0)
+        return FileResult(
+            key, fmt, "appended" if resume else "ingested", n_sessions, n_messages, read, stored,
+            quarantined,
+        )
+
+
+def iter_units(paths: Iterable[Path], fmt: str = "auto") -> Iterator[tuple[Path, str | None, str | None]]:
+    """(path, format or None, error) for every unit under ``paths``."""
+    from analytics.errors import UnknownFormatError
+    from analytics.models import FORMATS
+    from analytics.sources.detect import iter_inputs
+
+    for path in paths:
+        if not path.exists():
+            yield path, None, f"{path}: no such file or folder"
+            continue
+        for unit, detected in iter_inputs([path]):
+            chosen = detected if fmt == "auto" else fmt
+            if chosen is None:
+                yield unit, None, str(UnknownFormatError(str(unit), list(FORMATS)))
+            else:
+                yield unit, chosen, None
+
+
+def ingest(
+    paths: Iterable[str | Path] | str | Path,
+    db: str | Path | None = None,
+    fmt: str = "auto",
+    redact: bool = True,
+    rules: str | Path | None = None,
+    analyse: bool = True,
+    progress: Progress | None = None,
+    build_index: bool = True,
+) -> IngestSummary:
+    """Parse, tag, analyse and store every transcript under ``paths``.
+
+    Idempotent (unchanged files are skipped) and incremental (appended JSONL is read from
+    where the last ingest stopped). A file that fails is reported and the run goes on.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    from analytics.models import FORMATS
+    from analytics.errors import UsageError
+
+    if fmt != "auto" and fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; choose one of: auto, {', '.join(FORMATS)}")
+    db_path = str(db or default_db())
+    con = connect(db_path, read_only=False, wait_s=float(os.environ.get("TRANSCRIPTS_LOCK_WAIT", "30")))
+    summary = IngestSummary(db=db_path)
+    try:
+        ingestor = Ingestor(con, fmt, redact, Path(rules) if rules else None, analyse)
+        for unit, chosen, error in iter_units([Path(p) for p in paths], fmt):
+            if error or chosen is None:
+                summary.files.append(FileResult(str(unit), None, "error", error=error))
+                continue
+            try:
+                summary.files.append(ingestor.ingest_unit(unit, chosen))
+            except AnalyticsError as exc:
+                summary.files.append(FileResult(str(unit), chosen, "error", error=str(exc)))
+            except (OSError, duckdb.Error, ValueError) as exc:
+                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                summary.files.append(FileResult(str(unit), chosen, "error", error=f"{unit}: {msg}"))
+            if progress is not None:
+                try:
+                    progress(str(unit), fingerprint(unit)[0])
+                except OSError:
+                    progress(str(unit), 0)
+        if analyse:
+            from analytics.analysis.timeaccounting import create_views
+
+            create_views(con)
+        if build_index and any(f.status in ("ingested", "appended") for f in summary.files):
+            from analytics.store.search import build_index as _build
+
+            _build(con)
+    finally:
+        con.close()
+    return summary

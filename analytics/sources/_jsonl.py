@@ -1,0 +1,231 @@
+"""Streaming reader for JSON-lines files, shared by the JSONL format parsers.
+
+``iter_lines`` is the low-level reader: it yields one ``JsonLine`` per non-blank
+line, with the decoded object or the exception that stopped it. ``read_records``
+adds the accounting every parser needs: it quarantines bad lines (counting them
+on the ledger), advances ``ledger.end_offset``/``end_line`` over consumed lines,
+and falls back to ``raw_decode`` streaming for files of pretty-printed objects.
+The caller counts each good record it yields (``ledger.stored()``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+
+from analytics.models import Ledger, Quarantined
+
+CHUNK_SIZE = 1 << 20
+MAX_RAW_CHARS = 64 * 1024
+PEEK_SIZE = 4 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class JsonLine:
+    """One non-blank line of a JSONL file."""
+
+    line_no: int
+    """1-based line number (for pretty-printed files: the object's number)."""
+    offset: int
+    """Byte offset of the start of the line."""
+    raw: bytes
+    value: dict[str, object] | Exception
+    """The decoded object, or why it could not be decoded."""
+    terminated: bool = True
+    """False for a final line with no trailing newline (possibly still being written)."""
+    location: str = ""
+    """``line N`` (or ``object N`` in a file of pretty-printed objects)."""
+
+    def __post_init__(self) -> None:
+        if not self.location:
+            object.__setattr__(self, "location", f"line {self.line_no}")
+
+    @property
+    def end(self) -> int:
+        """Byte offset just past this line (and its newline)."""
+        return self.offset + len(self.raw) + (1 if self.terminated else 0)
+
+
+class NotAnObjectError(ValueError):
+    """The line is valid JSON but not a JSON object."""
+
+
+def one_line(exc: BaseException) -> str:
+    """A one-line reason for a quarantine record."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else 'unknown error'}"
+
+
+def decode_raw(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")[:MAX_RAW_CHARS]
+
+
+def _decode(raw: bytes) -> dict[str, object] | Exception:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return exc
+    if not isinstance(value, dict):
+        return NotAnObjectError(f"not a JSON object but {type(value).__name__}")
+    return value
+
+
+def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonLine, None, None]:
+    """Yield the non-blank lines of ``path`` from byte ``offset`` on.
+
+    ``line_no`` is the number of lines before ``offset`` (the first line read is
+    ``line_no + 1``). Blank lines are counted but not yielded.
+    """
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        pending = b""
+        pos = offset
+        while chunk := fh.read(CHUNK_SIZE):
+            parts = (pending + chunk).split(b"\n")
+            pending = parts.pop()
+            for raw in parts:
+                line_no += 1
+                if raw.strip():
+                    yield JsonLine(line_no, pos, raw, _decode(raw))
+                pos += len(raw) + 1
+        if pending.strip():
+            yield JsonLine(line_no + 1, pos, pending, _decode(pending), terminated=False)
+
+
+def read_records(
+    path: Path, ledger: Ledger, offset: int = 0, line_no: int = 0
+) -> Iterator[JsonLine | Quarantined]:
+    """Yield decoded lines and ``Quarantined`` records, keeping ``ledger`` in step.
+
+    Sets ``ledger.end_offset``/``end_line`` to ``offset``/``line_no`` first, then
+    past every consumed line. A final unterminated line that fails to decode is
+    quarantined but not consumed, so a later incremental read tries it again.
+    """
+    ledger.end_offset, ledger.end_line = offset, line_no
+    lines = iter_lines(path, offset, line_no)
+    first = next(lines, None)
+    if first is None:
+        return
+    if isinstance(first.value, Exception) and _spans_lines(path, first.offset):
+        lines.close()
+        yield from _read_objects(path, ledger, offset, line_no)
+        return
+    yield from _account(first, ledger)
+    for line in lines:
+        yield from _account(line, ledger)
+
+
+def _account(line: JsonLine, ledger: Ledger) -> Iterator[JsonLine | Quarantined]:
+    if isinstance(line.value, Exception):
+        ledger.quarantined()
+        yield Quarantined(
+            location=f"line {line.line_no}", error=one_line(line.value), raw=decode_raw(line.raw)
+        )
+        if not line.terminated:
+            return
+    else:
+        yield line
+    ledger.end_offset, ledger.end_line = line.end, line.line_no
+
+
+def _read_objects(
+    path: Path, ledger: Ledger, offset: int, line_no: int
+) -> Iterator[JsonLine | Quarantined]:
+    """Stream a file of concatenated (pretty-printed) JSON objects with raw_decode."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    text = data.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    pos, n, byte_pos = 0, 0, offset
+    while True:
+        start = _skip_ws(text, pos)
+        byte_pos += len(text[pos:start].encode())
+        line_no += text.count("\n", pos, start)
+        if start >= len(text):
+            break
+        n += 1
+        try:
+            value, end = decoder.raw_decode(text, start)
+            error: Exception | None = None
+            if not isinstance(value, dict):
+                error = NotAnObjectError(f"not a JSON object but {type(value).__name__}")
+        except json.JSONDecodeError as exc:
+            value, error = None, exc
+            end = _next_object_start(text, start)
+        chunk = text[start:end]
+        raw = chunk.encode()
+        byte_pos += len(raw)
+        line_no += chunk.count("\n")
+        if error is not None or not isinstance(value, dict):
+            ledger.quarantined()
+            reason = one_line(error) if error else "not a JSON object"
+            yield Quarantined(location=f"object {n}", error=reason, raw=chunk[:MAX_RAW_CHARS])
+        else:
+            yield JsonLine(n, byte_pos - len(raw), raw, value, location=f"object {n}")
+        ledger.end_offset, ledger.end_line = byte_pos, line_no
+        pos = end
+
+
+def _spans_lines(path: Path, offset: int) -> bool:
+    """True when a JSON object starting at ``offset`` decodes across several lines."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        head = fh.read(PEEK_SIZE).decode("utf-8", errors="replace")
+    start = _skip_ws(head, 0)
+    if not head.startswith("{", start):
+        return False
+    try:
+        _, end = json.JSONDecoder().raw_decode(head, start)
+    except json.JSONDecodeError:
+        return False
+    return "\n" in head[start:end]
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _next_object_start(text: str, start: int) -> int:
+    """Where to resynchronise after a broken object: the next line starting with '{'."""
+    found = text.find("\n{", start + 1)
+    return len(text) if found < 0 else found + 1
+
+
+def parse_ts(value: object) -> datetime | None:
+    """An ISO-8601 timestamp (``Z`` allowed), or None when absent or malformed."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+class BadRecordError(ValueError):
+    """A record of a known type whose fields have the wrong shape."""
+
+
+def opt(obj: dict[str, object], key: str, kind: type) -> object:
+    """``obj[key]`` (None when absent); BadRecordError when it is not a ``kind``."""
+    value = obj.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise BadRecordError(f"field {key!r} is {type(value).__name__}, expected {kind.__name__}")
+    return value
+
+
+def opt_str(obj: dict[str, object], key: str) -> str | None:
+    value = opt(obj, key, str)
+    return value if isinstance(value, str) else None
+
+
+def opt_dict(obj: dict[str, object], key: str) -> dict[str, object]:
+    value = opt(obj, key, dict)
+    return value if isinstance(value, dict) else {}

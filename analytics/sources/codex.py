@@ -1,0 +1,565 @@
+"""OpenAI Codex CLI rollout files (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+Lines are ``{"timestamp", "type", "payload"}``. One ``Message`` (``source_id``
+``L<line>``) per line that carries a message, a tool call or a tool result;
+everything else is kept as a ``RawRecord``. Choices a reader should know:
+
+- ``response_item`` messages carry the roles: user -> ``user``, assistant ->
+  ``assistant``, developer/system -> ``system``. Injected context
+  (``<environment_context>``, AGENTS.md instructions) stays a user message.
+- ``event_msg`` ``user_message`` / ``agent_message`` repeat the response_item
+  messages in newer builds. They are stored (``native_type`` ``event_msg/...``)
+  with role ``system`` so that counting or tagging ``role = 'user'`` /
+  ``'assistant'`` sees every prompt and reply once.
+- ``reasoning`` -> role assistant, text = the summary (``native_type``
+  ``response_item/reasoning``; filter on it to drop reasoning).
+- ``command`` of a shell call is the script of ``["bash", "-lc", SCRIPT]``
+  (what the user would type); other argument lists are ``shlex.join``-ed.
+- ``<turn_aborted>`` messages and ``turn_aborted`` events set ``error``.
+- The first ``session_meta`` names the session (its ``parent_thread_id``, for a
+  subagent thread, gives ``parent_session_id``); later ones (forks, resumes)
+  are kept as raw records only.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+
+from analytics.models import (
+    Ledger,
+    Message,
+    ParsedItem,
+    Quarantined,
+    RawRecord,
+    Resume,
+    Role,
+    Session,
+    ToolCall,
+    ToolResult,
+    ToolStatus,
+)
+from analytics.sources._jsonl import (
+    BadRecordError,
+    JsonLine,
+    decode_raw,
+    one_line,
+    opt_str,
+    parse_ts,
+    read_records,
+)
+from analytics.sources.base import session_id as make_session_id
+
+FORMAT = "codex"
+APPENDABLE = True
+
+LINE_TYPES = frozenset(
+    {
+        "session_meta",
+        "response_item",
+        "compacted",
+        "turn_context",
+        "event_msg",
+        "world_state",
+        "inter_agent_communication",
+        "inter_agent_communication_metadata",
+    }
+)
+CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+MESSAGE_ITEM_TYPES = (
+    frozenset({"message", "reasoning", "agent_message"}) | CALL_TYPES | OUTPUT_TYPES
+)
+RAW_ITEM_TYPES = frozenset(
+    {
+        "web_search_call",
+        "tool_search_call",
+        "tool_search_output",
+        "image_generation_call",
+        "ghost_snapshot",
+        "compaction",
+        "other",
+    }
+)
+MESSAGE_EVENT_TYPES = frozenset({"user_message", "agent_message", "turn_aborted"})
+RAW_EVENT_TYPES = frozenset(
+    {
+        "task_started",
+        "task_complete",
+        "token_count",
+        "agent_reasoning",
+        "agent_reasoning_raw_content",
+        "agent_reasoning_section_break",
+        "exec_command_begin",
+        "exec_command_end",
+        "patch_apply_begin",
+        "patch_apply_end",
+        "web_search_begin",
+        "web_search_end",
+        "mcp_tool_call_begin",
+        "mcp_tool_call_end",
+        "image_generation_end",
+        "view_image_tool_call",
+        "context_compacted",
+        "thread_settings_applied",
+        "thread_name_updated",
+        "error",
+        "stream_error",
+        "warning",
+        "background_event",
+        "item_started",
+        "item_completed",
+        "turn_diff",
+        "plan_update",
+        "entered_review_mode",
+        "exited_review_mode",
+        "undo_started",
+        "undo_completed",
+        "session_configured",
+        "shutdown_complete",
+    }
+)
+ROLES: dict[str, Role] = {
+    "user": "user",
+    "assistant": "assistant",
+    "developer": "system",
+    "system": "system",
+}
+TURN_ABORTED_PREFIXES = ("<turn_aborted>", "The user interrupted the previous turn on purpose")
+_EXIT_HEADER = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)\s*$", re.M)
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+_UUID_IN_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_SCAN_LINES = 50
+KEPT_META = ("agent", "cwd", "title", "model", "first_model", "version", "started", "parent")
+
+
+# ---------------------------------------------------------------------------
+# Detection
+# ---------------------------------------------------------------------------
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True when the first complete lines are Codex rollout items."""
+    for raw in head.split(b"\n")[:50]:
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return (
+                obj.get("type") in LINE_TYPES
+                and isinstance(obj.get("payload"), dict)
+                and "timestamp" in obj
+            )
+    return False
+
+
+# ---------------------------------------------------------------------------
+# Field helpers (pure)
+# ---------------------------------------------------------------------------
+
+
+def content_text(content: object) -> str:
+    """Readable text of a message content / output: a string or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        if content is None:
+            return ""
+        raise BadRecordError(f"content is {type(content).__name__}, expected str or list")
+    parts: list[str] = []
+    for part in content:
+        if not isinstance(part, dict):
+            raise BadRecordError(f"content part is {type(part).__name__}, expected object")
+        if part.get("type") in ("input_image", "image"):
+            parts.append("[image]")
+        elif isinstance(part.get("text"), str):
+            parts.append(str(part["text"]))
+    return "\n".join(parts)
+
+
+def reasoning_text(payload: dict[str, object]) -> str:
+    for key in ("summary", "content"):
+        text = content_text(payload.get(key))
+        if text:
+            return text
+    return ""
+
+
+def join_command(argv: list[object]) -> str | None:
+    """``["bash", "-lc", SCRIPT]`` -> SCRIPT; other lists -> ``shlex.join``."""
+    if not argv or not all(isinstance(a, str) for a in argv):
+        return None
+    words = [str(a) for a in argv]
+    if len(words) == 3 and Path(words[0]).name in _SHELLS and words[1] in ("-c", "-lc"):
+        return words[2]
+    return shlex.join(words)
+
+
+def command_of(arguments: object) -> str | None:
+    """The shell command in a call's arguments (``cmd`` or ``command``), if any."""
+    if isinstance(arguments, str):
+        if not arguments.lstrip().startswith("{"):
+            return None
+        try:
+            arguments = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    for key in ("cmd", "command"):
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list):
+            return join_command(value)
+    return None
+
+
+def read_output(output: object) -> tuple[str, int | None]:
+    """(text, exit code) of a tool output: plain text with a header, JSON, or parts."""
+    exit_code: int | None = None
+    if isinstance(output, str) and output.startswith("{"):
+        try:
+            decoded = orjson.loads(output)
+        except orjson.JSONDecodeError:
+            decoded = None
+        if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
+            metadata = decoded.get("metadata")
+            if isinstance(metadata, dict) and isinstance(metadata.get("exit_code"), int):
+                exit_code = int(metadata["exit_code"])
+            return str(decoded["output"]), exit_code
+    text = content_text(output)
+    match = _EXIT_HEADER.search(text[:1000])
+    return text, int(match.group(1)) if match else None
+
+
+def status_of(text: str, exit_code: int | None) -> ToolStatus:
+    stripped = text.strip()
+    if stripped.startswith("aborted by user") or stripped == "aborted":
+        return "aborted"
+    return "error" if exit_code not in (None, 0) else "completed"
+
+
+def call_input(payload: dict[str, object]) -> object:
+    for key in ("arguments", "input", "action"):
+        if key in payload:
+            return payload[key]
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------
+
+
+def _scan_meta(path: Path) -> dict[str, object]:
+    """The payload of the first session_meta line near the top of the file."""
+    for n, item in enumerate(read_records(path, Ledger())):
+        if n >= _SCAN_LINES:
+            break
+        if isinstance(item, JsonLine) and isinstance(item.value, dict):
+            payload = item.value.get("payload")
+            if item.value.get("type") == "session_meta" and isinstance(payload, dict):
+                return payload
+    return {}
+
+
+def _fallback_native_id(path: Path) -> str:
+    match = _UUID_IN_NAME.search(path.stem)
+    return match.group(0) if match else path.stem
+
+
+class _Parser:
+    def __init__(self, path: Path, ledger: Ledger, resume: Resume | None) -> None:
+        self.path = path
+        self.ledger = ledger
+        state = dict(resume.state) if resume else {}
+        native = state.get("native_id")
+        if not isinstance(native, str):
+            meta_id = _scan_meta(path).get("id")
+            native = meta_id if isinstance(meta_id, str) and meta_id else None
+        self.native_id = native or _fallback_native_id(path)
+        self.session_id = make_session_id(FORMAT, self.native_id)
+        next_idx = state.get("next_msg_idx", 0)
+        if resume and self.session_id in resume.next_msg_idx:
+            next_idx = resume.next_msg_idx[self.session_id]
+        self.next_idx = next_idx if isinstance(next_idx, int) else 0
+        carried = state.get("pending", {})
+        self.carried: dict[str, int] = dict(carried) if isinstance(carried, dict) else {}
+        self.pending: dict[str, ToolCall] = {}
+        self.no_exit: dict[str, ToolCall] = {}
+        """Completed calls whose exit code may still come from exec_command_end."""
+        self.meta: dict[str, str | None] = {
+            key: value if isinstance(value, str) else None
+            for key in KEPT_META
+            for value in [state.get(key)]
+        }
+        self.seen_meta = bool(state.get("seen_meta"))
+
+    def session(self) -> Session:
+        parent = self.meta["parent"]
+        return Session(
+            session_id=self.session_id,
+            source_format=FORMAT,
+            native_id=self.native_id,
+            source_path=str(self.path),
+            title=self.meta["title"],
+            agent=self.meta["agent"],
+            model=self.meta["first_model"],
+            cwd=self.meta["cwd"],
+            started_at=parse_ts(self.meta["started"]),
+            parent_session_id=make_session_id(FORMAT, parent) if parent else None,
+        )
+
+    def feed(self, line: JsonLine) -> Iterator[ParsedItem]:
+        obj = line.value
+        assert isinstance(obj, dict)
+        ltype, payload = obj.get("type"), obj.get("payload")
+        if not isinstance(ltype, str):
+            yield self._quarantine(line, "record has no string 'type' field")
+            return
+        if not isinstance(payload, dict):
+            yield self._quarantine(line, f"payload is {type(payload).__name__}, expected object")
+            return
+        ptype = payload.get("type")
+        kind = f"{ltype}/{ptype}" if isinstance(ptype, str) else ltype
+        try:
+            items = list(self._dispatch(line, ltype, kind, payload, parse_ts(obj.get("timestamp"))))
+        except (BadRecordError, TypeError, ValueError) as exc:
+            yield self._quarantine(line, one_line(exc))
+            return
+        self.ledger.stored()
+        yield from items
+
+    def _quarantine(self, line: JsonLine, reason: str) -> Quarantined:
+        self.ledger.quarantined()
+        return Quarantined(location=line.location, error=reason, raw=decode_raw(line.raw))
+
+    def _dispatch(
+        self,
+        line: JsonLine,
+        ltype: str,
+        kind: str,
+        payload: dict[str, object],
+        ts: datetime | None,
+    ) -> Iterator[ParsedItem]:
+        ptype = payload.get("type")
+        if ltype == "response_item" and ptype in MESSAGE_ITEM_TYPES:
+            yield from self._response_item(line, kind, str(ptype), payload, ts)
+        elif ltype == "event_msg" and ptype in MESSAGE_EVENT_TYPES:
+            yield self._event_message(line, kind, str(ptype), payload, ts)
+        elif ltype == "compacted":
+            text = opt_str(payload, "message") or ""
+            yield self._message(line, "compacted", "system", text, ts, is_compaction_summary=True)
+        else:
+            yield from self._note(ltype, ptype, payload)
+            yield self._raw(line, ltype, kind, ptype, ts)
+
+    def _raw(
+        self, line: JsonLine, ltype: str, kind: str, ptype: object, ts: datetime | None
+    ) -> RawRecord:
+        if ltype == "response_item":
+            known = ptype in RAW_ITEM_TYPES
+        elif ltype == "event_msg":
+            known = ptype in RAW_EVENT_TYPES
+        else:
+            known = ltype in LINE_TYPES
+        if not known:
+            self.ledger.unknown(kind)
+        return RawRecord(
+            session_id=self.session_id,
+            location=line.location,
+            record_type=kind,
+            known=known,
+            ts=ts,
+            raw=decode_raw(line.raw),
+        )
+
+    def _note(self, ltype: str, ptype: object, payload: dict[str, object]) -> Iterator[ParsedItem]:
+        """Session facts carried by non-message lines; exit codes from exec_command_end."""
+        if ltype == "session_meta" and not self.seen_meta:
+            originator, version = opt_str(payload, "originator"), opt_str(payload, "cli_version")
+            cwd, started = opt_str(payload, "cwd"), opt_str(payload, "timestamp")
+            self.seen_meta = True
+            self.meta["agent"] = " ".join(p for p in ("codex", originator, version) if p)
+            parent = opt_str(payload, "parent_thread_id")
+            self.meta.update(version=version, cwd=cwd, started=started, parent=parent)
+        elif ltype == "turn_context":
+            model = opt_str(payload, "model")
+            if model:
+                self.meta["model"] = model
+                self.meta["first_model"] = self.meta["first_model"] or model
+        elif ptype == "thread_name_updated":
+            self.meta["title"] = opt_str(payload, "thread_name") or self.meta["title"]
+        elif ptype == "exec_command_end":
+            yield from self._exit_code(payload)
+
+    def _exit_code(self, payload: dict[str, object]) -> Iterator[ParsedItem]:
+        call_id, exit_code = payload.get("call_id"), payload.get("exit_code")
+        if not isinstance(call_id, str) or not isinstance(exit_code, int):
+            return
+        if call_id in self.pending and self.pending[call_id].exit_code is None:
+            self.pending[call_id].exit_code = exit_code
+        elif call_id in self.no_exit:
+            call = self.no_exit.pop(call_id)
+            status = call.status if call.status == "aborted" else status_of("", exit_code)
+            yield ToolResult(
+                session_id=self.session_id,
+                call_id=call_id,
+                output=call.output,
+                status=status,
+                exit_code=exit_code,
+                ended_at=call.ended_at,
+                result_msg_idx=call.result_msg_idx,
+            )
+
+    def _message(
+        self,
+        line: JsonLine,
+        kind: str,
+        role: Role,
+        text: str,
+        ts: datetime | None,
+        error: str | None = None,
+        is_compaction_summary: bool = False,
+    ) -> Message:
+        idx = self.next_idx
+        self.next_idx += 1
+        return Message(
+            session_id=self.session_id,
+            msg_idx=idx,
+            source_id=f"L{line.line_no}",
+            role=role,
+            ts=ts,
+            text=text,
+            error=error,
+            is_compaction_summary=is_compaction_summary,
+            native_type=kind,
+            model=self.meta["model"] if role == "assistant" else None,
+            location=line.location,
+        )
+
+    def _event_message(
+        self,
+        line: JsonLine,
+        kind: str,
+        ptype: str,
+        payload: dict[str, object],
+        ts: datetime | None,
+    ) -> Message:
+        if ptype == "turn_aborted":
+            reason = opt_str(payload, "reason") or "unknown"
+            return self._message(line, kind, "system", "", ts, error=f"turn_aborted: {reason}")
+        return self._message(line, kind, "system", opt_str(payload, "message") or "", ts)
+
+    def _response_item(
+        self,
+        line: JsonLine,
+        kind: str,
+        ptype: str,
+        payload: dict[str, object],
+        ts: datetime | None,
+    ) -> Iterator[ParsedItem]:
+        if ptype == "message":
+            role = ROLES.get(opt_str(payload, "role") or "", "system")
+            text = content_text(payload.get("content"))
+            aborted = text.lstrip().startswith(TURN_ABORTED_PREFIXES)
+            yield self._message(
+                line, kind, role, text, ts, error="turn_aborted" if aborted else None
+            )
+        elif ptype == "reasoning":
+            yield self._message(line, kind, "assistant", reasoning_text(payload), ts)
+        elif ptype == "agent_message":
+            yield self._message(line, kind, "system", content_text(payload.get("content")), ts)
+        elif ptype in CALL_TYPES:
+            yield from self._call(line, kind, payload, ts)
+        else:
+            yield from self._output(line, kind, payload, ts)
+
+    def _call(
+        self, line: JsonLine, kind: str, payload: dict[str, object], ts: datetime | None
+    ) -> Iterator[ParsedItem]:
+        call_id = opt_str(payload, "call_id") or opt_str(payload, "id") or f"L{line.line_no}"
+        raw_input = call_input(payload)
+        if isinstance(raw_input, dict) and isinstance(raw_input.get("command"), list):
+            command = join_command(raw_input["command"])
+        else:
+            command = command_of(raw_input)
+        text_input = raw_input if isinstance(raw_input, str) else None
+        if raw_input is not None and text_input is None:
+            text_input = orjson.dumps(raw_input).decode()
+        tool = opt_str(payload, "name") or ("local_shell" if "local_shell" in kind else None)
+        message = self._message(line, kind, "assistant", "", ts)
+        yield message
+        self.pending[call_id] = ToolCall(
+            session_id=self.session_id,
+            msg_idx=message.msg_idx,
+            call_id=call_id,
+            tool=tool,
+            command=command,
+            input=text_input,
+            started_at=ts,
+        )
+
+    def _output(
+        self, line: JsonLine, kind: str, payload: dict[str, object], ts: datetime | None
+    ) -> Iterator[ParsedItem]:
+        text, exit_code = read_output(payload.get("output"))
+        message = self._message(line, kind, "tool", text, ts)
+        yield message
+        call_id = opt_str(payload, "call_id")
+        if call_id is None:
+            return
+        call = self.pending.pop(call_id, None)
+        if call is not None:
+            exit_code = exit_code if exit_code is not None else call.exit_code
+            call.output, call.exit_code, call.status = text, exit_code, status_of(text, exit_code)
+            call.ended_at, call.result_msg_idx = ts, message.msg_idx
+            if exit_code is None:
+                self.no_exit[call_id] = call
+            yield call
+        elif self.carried.pop(call_id, None) is not None:
+            yield ToolResult(
+                session_id=self.session_id,
+                call_id=call_id,
+                output=text,
+                status=status_of(text, exit_code),
+                exit_code=exit_code,
+                ended_at=ts,
+                result_msg_idx=message.msg_idx,
+            )
+
+    def finish(self) -> Iterator[ParsedItem]:
+        yield from self.pending.values()
+        open_calls = dict(self.carried)
+        open_calls.update({cid: call.msg_idx for cid, call in self.pending.items()})
+        self.ledger.format_version = self.meta["version"]
+        self.ledger.state = {
+            "native_id": self.native_id,
+            "next_msg_idx": self.next_idx,
+            "pending": open_calls,
+            "seen_meta": self.seen_meta,
+            **self.meta,
+        }
+        yield self.session()
+
+
+def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[ParsedItem]:
+    """Yield the session, its messages, tool calls and raw records of one rollout file."""
+    parser = _Parser(path, ledger, resume)
+    yield parser.session()
+    offset, line_no = (resume.offset, resume.line) if resume else (0, 0)
+    for item in read_records(path, ledger, offset, line_no):
+        if isinstance(item, Quarantined):
+            yield item
+        else:
+            yield from parser.feed(item)
+    yield from parser.finish()

@@ -1,0 +1,172 @@
+"""Which format a file is in, and which units a folder holds.
+
+Detection reads content, never names: the first 64 KB of a file go to each
+format module's ``sniff`` in a fixed order (opencode, claude_code, codex,
+transcript_text). Format modules are imported lazily, on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator
+from fnmatch import fnmatch
+from pathlib import Path
+from types import ModuleType
+
+from analytics.errors import SourceError, UnknownFormatError, UsageError
+from analytics.models import FORMATS
+
+HEAD_BYTES = 64 * 1024
+MODULES: dict[str, str] = {
+    "opencode": "analytics.sources.opencode",
+    "claude_code": "analytics.sources.claude_code",
+    "codex": "analytics.sources.codex",
+    "transcript_text": "analytics.sources.transcript_text",
+}
+"""Format name -> module, in detection order (most specific first)."""
+
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
+SKIP_FILES = ("*.meta.json", "*.duckdb", "*.duckdb.*", "*.wal", "*-wal", "*-shm", "*-journal")
+"""Never ingest units: Claude Code subagent sidecars (read by the claude_code parser),
+DuckDB files, and SQLite/DuckDB side files."""
+
+
+def get_module(fmt: str) -> ModuleType:
+    """The parser module of ``fmt``; :class:`UsageError` listing the formats for a bad name."""
+    if fmt not in MODULES:
+        raise UsageError(f"unknown format {fmt!r}; choose one of: {', '.join(MODULES)}")
+    try:
+        return importlib.import_module(MODULES[fmt])
+    except ImportError as exc:
+        raise UsageError(f"format {fmt!r} is not available in this install: {exc}") from exc
+
+
+def available_modules() -> list[tuple[str, ModuleType]]:
+    """The format modules that import, in detection order."""
+    found = []
+    for fmt in MODULES:
+        try:
+            found.append((fmt, get_module(fmt)))
+        except UsageError:
+            continue
+    return found
+
+
+def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    with path.open("rb") as fh:
+        return fh.read(size)
+
+
+def detect_format(path: Path) -> str:
+    """The format of a file or folder, from its content.
+
+    Raises :class:`UnknownFormatError` (naming the file, listing the formats and saying
+    what the content looks like) or :class:`SourceError` when it cannot be read."""
+    if not path.exists():
+        raise SourceError(str(path), "no such file or folder")
+    if path.is_dir():
+        opencode = get_module("opencode")
+        if opencode.sniff(path, b""):
+            return "opencode"
+        raise UnknownFormatError(
+            str(path), list(FORMATS), "a folder that is not an opencode storage folder"
+        )
+    try:
+        head = read_head(path)
+    except OSError as exc:
+        raise SourceError(str(path), f"cannot read: {exc}") from exc
+    for fmt, module in available_modules():
+        if _sniff(module, path, head):
+            return fmt
+    raise UnknownFormatError(str(path), list(FORMATS), describe(path, head))
+
+
+def _sniff(module: ModuleType, path: Path, head: bytes) -> bool:
+    # A sniff that trips over odd bytes means "not mine", not a failed ingest.
+    try:
+        return bool(module.sniff(path, head))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def iter_inputs(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
+    """Units to ingest under ``paths`` with their format (None: unknown or unreadable;
+    ``detect_format(unit)`` raises the error to report).
+
+    A unit is a file, an opencode storage folder (one unit, never entered) or an
+    ``opencode.db``. Folders are walked recursively in sorted order; VCS folders,
+    ``*.meta.json`` sidecars and database side files are skipped."""
+    for path in paths:
+        if path.is_dir():
+            yield from _walk(path)
+        else:
+            yield path, _detect_or_none(path)
+
+
+def _walk(top: Path) -> Iterator[tuple[Path, str | None]]:
+    if _is_storage(top):
+        yield top, "opencode"
+        return
+    for folder, dirnames, filenames in os.walk(top):
+        here = Path(folder)
+        kept = []
+        for name in sorted(dirnames):
+            if name in SKIP_DIRS:
+                continue
+            if _is_storage(here / name, exact=True):
+                yield here / name, "opencode"
+                continue
+            kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            if any(fnmatch(name, pattern) for pattern in SKIP_FILES):
+                continue
+            yield here / name, _detect_or_none(here / name)
+
+
+def _is_storage(path: Path, exact: bool = False) -> bool:
+    """``path`` is an opencode storage folder (``exact``) or holds one as ``storage/``."""
+    from analytics.sources.opencode import storage_root
+
+    root = storage_root(path)
+    return root is not None and (root == path or not exact)
+
+
+def _detect_or_none(path: Path) -> str | None:
+    try:
+        return detect_format(path)
+    except (UnknownFormatError, SourceError):
+        return None
+
+
+def describe(path: Path, head: bytes) -> str:
+    """What an unsupported file looks like, for the error message."""
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not stripped:
+        return "empty file"
+    if head.startswith(b"PK\x03\x04"):
+        if path.suffix == ".eval" or b"header.json" in head or b"_journal/" in head:
+            return "a ZIP archive like an Inspect AI .eval log, which is not supported"
+        return "a ZIP archive"
+    if head.startswith(b"SQLite format 3\x00"):
+        return "an SQLite database without opencode's session/message/part tables"
+    if b"\x00" in head:
+        return "a binary file"
+    if stripped[:1] in (b"{", b"["):
+        return _describe_json(stripped)
+    return "no message header like '[msg 1] user:' and no known JSON records in the first 64 KB"
+
+
+def _describe_json(head: bytes) -> str:
+    if b'"trajectory"' in head and (b'"history"' in head or b'"action"' in head):
+        return "looks like a SWE-agent trajectory (.traj), which is not supported"
+    if (
+        head.startswith(b"[")
+        and b'"source"' in head
+        and (b'"action"' in head or b'"observation"' in head)
+    ):
+        return "looks like an OpenHands event trajectory, which is not supported"
+    if b'"eval"' in head and (b'"samples"' in head or b'"plan"' in head or b'"results"' in head):
+        return "looks like an Inspect AI log, which is not supported"
+    return "JSON of an unknown shape"

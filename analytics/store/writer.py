@@ -1,0 +1,126 @@
+"""Bulk writes of pydantic records into DuckDB (Arrow appends, never row-by-row)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+from pydantic import BaseModel
+
+# table -> (columns, {column: extractor}) ; extractors default to getattr(record, column)
+Extractor = Callable[[Any], Any]
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+TABLE_COLUMNS: dict[str, list[str]] = {
+    "messages": [
+        "session_id", "msg_idx", "source_id", "parent_source_id", "role", "ts", "text",
+        "n_chars", "is_sidechain", "is_compaction_summary", "error", "native_type", "model",
+        "location",
+    ],
+    "tool_calls": [
+        "session_id", "msg_idx", "call_id", "tool", "command", "input", "output", "status",
+        "exit_code", "started_at", "ended_at", "duration_s", "result_msg_idx",
+    ],
+    "raw_records": ["path", "session_id", "location", "record_type", "known", "ts", "raw"],
+    "quarantine": ["path", "location", "error", "raw"],
+    "tags": [
+        "session_id", "msg_idx", "tag", "score", "source", "evidence", "start_char",
+        "end_char", "tagger_version",
+    ],
+    "polling_loops": [
+        "session_id", "msg_idx", "call_id", "interval_s", "max_iterations", "max_wait_s",
+        "target", "success_pattern", "failure_pattern", "outcome", "waited_s",
+    ],
+    "launches": [
+        "session_id", "msg_idx", "call_id", "engine", "model", "host", "flags",
+        "changed_flags", "env", "unknown_flags",
+    ],
+    "server_events": ["session_id", "msg_idx", "engine", "event", "detail", "log_ts"],
+    "measurements": ["session_id", "msg_idx", "metric", "value", "unit", "label", "source"],
+    "campaigns": [
+        "campaign_id", "session_id", "goal_text", "target_metric", "target_value", "unit",
+        "baseline_value", "best_value", "start_msg_idx", "end_msg_idx", "status",
+    ],
+    "levers": [
+        "campaign_id", "session_id", "seq", "name", "description", "start_msg_idx",
+        "end_msg_idx", "metric", "value_before", "value_after", "delta_pct", "outcome",
+        "evidence_msg_idx",
+    ],
+    "readiness_claims": [
+        "session_id", "msg_idx", "claim_text", "subject", "verdict", "reason",
+        "evidence_msg_idx", "contradicted_by_msg_idx",
+    ],
+    "redactions": ["session_id", "msg_idx", "field", "kind", "count"],
+}
+
+JSON_COLUMNS = {
+    "flags", "changed_flags", "env", "unknown_flags", "evidence_msg_idx",
+}
+
+# Types for columns that may be all-None in a batch (Arrow cannot infer them).
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "msg_idx": pa.int32(), "n_chars": pa.int32(), "exit_code": pa.int32(),
+    "result_msg_idx": pa.int32(), "start_char": pa.int32(), "end_char": pa.int32(),
+    "max_iterations": pa.int32(), "start_msg_idx": pa.int32(), "end_msg_idx": pa.int32(),
+    "seq": pa.int32(), "contradicted_by_msg_idx": pa.int32(), "count": pa.int32(),
+    "ts": pa.timestamp("us"), "started_at": pa.timestamp("us"), "ended_at": pa.timestamp("us"),
+    "is_sidechain": pa.bool_(), "is_compaction_summary": pa.bool_(), "known": pa.bool_(),
+    "score": pa.float64(), "interval_s": pa.float64(), "max_wait_s": pa.float64(),
+    "waited_s": pa.float64(), "duration_s": pa.float64(), "value": pa.float64(),
+    "target_value": pa.float64(), "baseline_value": pa.float64(), "best_value": pa.float64(),
+    "value_before": pa.float64(), "value_after": pa.float64(), "delta_pct": pa.float64(),
+    "evidence_msg_idx": pa.string(),
+}
+
+
+def _column(rows: Sequence[Any], col: str) -> list[Any]:
+    if col == "n_chars":
+        return [len(r.text or "") for r in rows]
+    if col == "duration_s":
+        return [r.duration_s for r in rows]
+    if col in JSON_COLUMNS:
+        return [_json(getattr(r, col, None)) for r in rows]
+    return [getattr(r, col, None) for r in rows]
+
+
+def to_arrow(table: str, rows: Sequence[Any], extra: dict[str, Any] | None = None) -> pa.Table:
+    cols = TABLE_COLUMNS[table]
+    data: dict[str, list[Any]] = {}
+    for col in cols:
+        if extra and col in extra:
+            data[col] = [extra[col]] * len(rows)
+        else:
+            data[col] = _column(rows, col)
+    schema = pa.schema(
+        [pa.field(c, _ARROW_TYPES.get(c, pa.string())) for c in cols]
+    )
+    return pa.Table.from_pydict(data, schema=schema)
+
+
+def append(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: Sequence[BaseModel] | Sequence[Any],
+    extra: dict[str, Any] | None = None,
+) -> int:
+    """Append records to ``table`` in one Arrow scan. ``extra`` sets constant columns."""
+    if not rows:
+        return 0
+    arrow = to_arrow(table, rows, extra)
+    cols = ", ".join(TABLE_COLUMNS[table])
+    name = f"_append_{table}"
+    con.register(name, arrow)
+    try:
+        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}")
+    finally:
+        con.unregister(name)
+    return len(rows)

@@ -1,0 +1,415 @@
+"""Claude Code parser: hand-written fixtures (every branch) and the real public samples."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analytics.models import (
+    Ledger,
+    Message,
+    ParsedItem,
+    Quarantined,
+    RawRecord,
+    Resume,
+    Session,
+    ToolCall,
+    ToolResult,
+)
+from analytics.sources import _jsonl, claude_code
+
+FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
+PROJ = FIXTURES / "proj"
+SID = "5e55a000-0000-4000-8000-00000000aaaa"
+MAIN = PROJ / f"{SID}.jsonl"
+SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples" / "claude_code"
+
+
+def parse(path: Path, resume: Resume | None = None) -> tuple[list[ParsedItem], Ledger]:
+    ledger = Ledger()
+    return list(claude_code.parse(path, ledger, resume)), ledger
+
+
+def of(items: list[ParsedItem], kind: type) -> list:
+    return [i for i in items if isinstance(i, kind)]
+
+
+def non_blank_lines(path: Path) -> int:
+    return sum(1 for line in path.read_bytes().split(b"\n") if line.strip())
+
+
+# --- fixtures -----------------------------------------------------------------------
+
+
+def test_main_fixture_messages_and_roles() -> None:
+    items, ledger = parse(MAIN)
+    messages = of(items, Message)
+    assert [m.msg_idx for m in messages] == list(range(21))
+    assert all(m.session_id == f"claude_code:{SID}" for m in messages)
+    roles = Counter(m.role for m in messages)
+    assert roles == {"assistant": 9, "tool": 5, "user": 5, "system": 2}
+    by_uuid = {m.source_id: m for m in messages}
+    assert by_uuid["u-02"].native_type == "assistant/thinking"
+    assert by_uuid["u-02"].text == "The user wants the server up."
+    assert by_uuid["u-02"].model == "claude-sonnet-4-5"
+    assert by_uuid["u-04"].text == ""
+    assert by_uuid["u-11"].text == "ok?\n[image]"
+    assert by_uuid["u-10"].text == "[Request interrupted by user for tool use]"
+    assert by_uuid["u-10"].role == "user"
+    assert by_uuid["u-18"].role == "system"  # isMeta
+    assert by_uuid["u-03"].parent_source_id == "u-02"
+    assert by_uuid["u-01"].ts is not None and by_uuid["u-01"].ts.year == 2025
+
+
+def test_compaction_records() -> None:
+    items, _ = parse(MAIN)
+    by_uuid = {m.source_id: m for m in of(items, Message)}
+    boundary = by_uuid["u-16"]
+    assert boundary.role == "system" and boundary.text == "Conversation compacted"
+    assert boundary.parent_source_id == "u-15"  # logicalParentUuid
+    summary = by_uuid["u-17"]
+    assert summary.is_compaction_summary and summary.role == "user"
+    assert sum(m.is_compaction_summary for m in by_uuid.values()) == 1
+
+
+def test_tool_calls_statuses_and_exit_codes() -> None:
+    items, ledger = parse(MAIN)
+    calls = {c.call_id: c for c in of(items, ToolCall)}
+    assert set(calls) == {f"toolu_0{i}" for i in range(1, 7)}
+    assert calls["toolu_01"].status == "completed"
+    assert calls["toolu_01"].command == "npm run dev"
+    assert calls["toolu_01"].duration_s == 1.5
+    assert json.loads(calls["toolu_01"].input or "")["run_in_background"] is True
+    assert (calls["toolu_02"].status, calls["toolu_02"].exit_code) == ("completed", 0)
+    assert calls["toolu_02"].command is None  # BashOutput is not a shell command
+    assert calls["toolu_03"].status == "aborted"  # rejection
+    assert calls["toolu_04"].status == "aborted"  # interrupted Bash
+    assert (calls["toolu_05"].status, calls["toolu_05"].exit_code) == ("error", 1)
+    assert calls["toolu_06"].status == "running" and calls["toolu_06"].output is None
+    assert calls["toolu_05"].msg_idx == 13 and calls["toolu_05"].result_msg_idx == 14
+    assert ledger.state["pending"] == {"toolu_06": 20}
+
+
+def test_raw_unknown_and_quarantine_accounting() -> None:
+    items, ledger = parse(MAIN)
+    raws = of(items, RawRecord)
+    assert Counter((r.record_type, r.known) for r in raws) == {
+        ("summary", True): 2,
+        ("file-history-snapshot", True): 1,
+        ("queue-operation", True): 1,
+        ("mystery-type", False): 1,
+    }
+    assert ledger.unknown_types == {"mystery-type": 1}
+    bad = of(items, Quarantined)
+    assert [q.location for q in bad] == ["line 25", "line 26", "line 27", "line 28"]
+    assert "not a JSON object" in bad[1].error
+    assert "type" in bad[2].error
+    assert "content is int" in bad[3].error
+    assert all("\n" not in q.error for q in bad)
+    assert ledger.records_read == non_blank_lines(MAIN) == 30
+    assert ledger.records_read == ledger.records_stored + ledger.records_quarantined
+    assert ledger.records_quarantined == 4
+    assert (ledger.end_offset, ledger.end_line) == (MAIN.stat().st_size, 31)
+
+
+def test_session_metadata() -> None:
+    items, ledger = parse(MAIN)
+    final = of(items, Session)[-1]
+    assert final.native_id == SID
+    assert final.agent == "claude-code 2.0.42" and ledger.format_version == "2.0.42"
+    assert final.cwd == "/home/u/proj"
+    assert final.model == "claude-sonnet-4-5"
+    # only the summary whose leafUuid is a line of this file titles it
+    assert final.title == "Start the dev server"
+    assert final.parent_session_id is None
+
+
+def test_subagent_old_layout() -> None:
+    items, _ = parse(PROJ / "agent-a1b2c3d4.jsonl")
+    session = of(items, Session)[-1]
+    assert session.native_id == f"{SID}/agent-a1b2c3d4"
+    assert session.parent_session_id == f"claude_code:{SID}"
+    messages = of(items, Message)
+    assert len(messages) == 4 and all(m.is_sidechain for m in messages)
+    assert all(m.session_id == session.session_id for m in messages)
+    assert [c.status for c in of(items, ToolCall)] == ["completed"]
+
+
+def test_subagent_new_layout_with_meta() -> None:
+    path = PROJ / SID / "subagents" / "agent-e5f6.jsonl"
+    items, ledger = parse(path)
+    session = of(items, Session)[-1]
+    assert session.native_id == f"{SID}/agent-e5f6"
+    assert session.parent_session_id == f"claude_code:{SID}"
+    assert session.title == "code-reviewer: Review the diff"
+    assert ledger.format_version == "2.1.112"
+    assert len(of(items, Message)) == 2
+
+
+def test_subagent_new_layout_without_session_id(tmp_path: Path) -> None:
+    folder = tmp_path / "abc-session" / "subagents"
+    folder.mkdir(parents=True)
+    path = folder / "agent-77.jsonl"
+    path.write_text(json.dumps({"type": "user", "uuid": "x", "message": {"content": "hi"}}) + "\n")
+    session = of(parse(path)[0], Session)[-1]
+    assert session.native_id == "abc-session/agent-77"
+    assert session.parent_session_id == "claude_code:abc-session"
+
+
+def test_pretty_printed_objects() -> None:
+    path = FIXTURES / "claude-session.jsonl"
+    assert claude_code.sniff(path, path.read_bytes()[:65536])
+    items, ledger = parse(path)
+    messages = of(items, Message)
+    assert [(m.role, m.text) for m in messages] == [("user", "hello"), ("assistant", "hi")]
+    assert messages[0].location == "object 1"
+    assert [q.location for q in of(items, Quarantined)] == ["object 3"]
+    assert of(items, Session)[-1].title == "Greeting"
+    assert (ledger.records_read, ledger.records_quarantined) == (4, 1)
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    items, ledger = parse(path)
+    assert [type(i) for i in items] == [Session, Session]
+    assert items[0].native_id == "empty"
+    assert (ledger.records_read, ledger.end_offset) == (0, 0)
+
+
+def test_truncated_last_line_is_quarantined_but_not_consumed(tmp_path: Path) -> None:
+    data = (PROJ / "agent-a1b2c3d4.jsonl").read_bytes()
+    lines = data.split(b"\n")[:4]
+    path = tmp_path / "agent-a1b2c3d4.jsonl"
+    path.write_bytes(b"\n".join(lines[:3]) + b"\n" + lines[3][:40])
+    items, ledger = parse(path)
+    assert len(of(items, Message)) == 3
+    assert [q.location for q in of(items, Quarantined)] == ["line 4"]
+    assert ledger.end_line == 3
+    assert ledger.end_offset == len(b"\n".join(lines[:3])) + 1
+    # the writer finishes the line: a resumed parse reads it again
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    resume = Resume(offset=ledger.end_offset, line=ledger.end_line, state=ledger.state)
+    more, ledger2 = parse(path, resume)
+    assert [m.msg_idx for m in of(more, Message)] == [3]
+    assert not of(more, Quarantined)
+
+
+def test_complete_unterminated_last_line_is_consumed(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(MAIN.read_bytes().split(b"\n")[2])
+    items, ledger = parse(path)
+    assert len(of(items, Message)) == 1
+    assert ledger.end_offset == path.stat().st_size
+
+
+def _split_at(src: Path, dest: Path, n_lines: int) -> None:
+    lines = src.read_bytes().split(b"\n")
+    dest.write_bytes(b"\n".join(lines[:n_lines]) + b"\n")
+
+
+@pytest.mark.parametrize("cut", [5, 12, 20, 29])
+def test_resume_matches_full_parse(tmp_path: Path, cut: int) -> None:
+    path = tmp_path / MAIN.name
+    _split_at(MAIN, path, cut)
+    first, ledger1 = parse(path)
+    shutil.copy(MAIN, path)
+    sid = f"claude_code:{SID}"
+    resume = Resume(
+        offset=ledger1.end_offset,
+        line=ledger1.end_line,
+        next_msg_idx={sid: ledger1.state["next_msg_idx"]},  # type: ignore[dict-item]
+        state=ledger1.state,
+    )
+    second, ledger2 = parse(path, resume)
+    full, ledger_full = parse(MAIN)
+
+    assert of(first, Message) + of(second, Message) == of(full, Message)
+    calls = {c.call_id: c for c in of(first, ToolCall) + of(second, ToolCall)}
+    for result in of(second, ToolResult):
+        call = calls[result.call_id]
+        assert call.status == "running"
+        update = result.model_dump(exclude={"session_id", "call_id"})
+        calls[result.call_id] = call.model_copy(update=update)
+    assert calls == {c.call_id: c for c in of(full, ToolCall)}
+    assert ledger1.records_read + ledger2.records_read == ledger_full.records_read
+    assert ledger2.end_offset == ledger_full.end_offset
+    ignore = {"source_path"}
+    assert of(second, Session)[-1].model_dump(exclude=ignore) == of(full, Session)[-1].model_dump(
+        exclude=ignore
+    )
+
+
+def test_sniff() -> None:
+    head = MAIN.read_bytes()[:65536]
+    assert claude_code.sniff(MAIN, head)
+    codex_line = (
+        b'{"timestamp":"2025-01-01T00:00:00Z","type":"session_meta","payload":{"id":"x"}}\n'
+    )
+    assert not claude_code.sniff(Path("x.jsonl"), codex_line)
+    assert not claude_code.sniff(Path("x.jsonl"), b"[msg 1] user: hi\n")
+    assert not claude_code.sniff(Path("x.json"), b'{"info": {"id": "ses_1"}, "messages": []}')
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rtype=st.sampled_from(["user", "assistant", "system"]),
+    content=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    ["type", "text", "id", "tool_use_id", "content", "is_error", "input"]
+                ),
+                inner | st.sampled_from(["text", "tool_use", "tool_result", "image", "thinking"]),
+                max_size=4,
+            )
+        ),
+        max_leaves=10,
+    ),
+    extra=st.dictionaries(
+        st.sampled_from(
+            ["uuid", "parentUuid", "timestamp", "isSidechain", "version", "toolUseResult"]
+        ),
+        st.none() | st.integers() | st.text(max_size=5) | st.booleans(),
+        max_size=3,
+    ),
+)
+def test_wrong_field_types_never_crash(
+    tmp_path_factory: pytest.TempPathFactory, rtype: str, content: object, extra: dict
+) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "s.jsonl"
+    line = {"type": rtype, "message": {"content": content}, **extra}
+    path.write_text(json.dumps(line) + "\n")
+    items, ledger = parse(path)
+    assert ledger.records_read == 1 == ledger.records_stored + ledger.records_quarantined
+    assert len(of(items, Message)) + len(of(items, Quarantined)) == 1
+
+
+# --- real public samples ------------------------------------------------------------
+
+
+def _independent_counts(path: Path) -> dict[str, int]:
+    """Counts taken straight from the raw JSON, without the parser."""
+    rows = [json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip()]
+    counts: Counter[str] = Counter(lines=len(rows))
+    for row in rows:
+        if row["type"] not in ("user", "assistant", "system"):
+            counts["raw"] += 1
+            continue
+        counts["messages"] += 1
+        content = (row.get("message") or {}).get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for block in blocks:
+            if block["type"] == "tool_use":
+                counts["tool_calls"] += 1
+            elif block["type"] == "tool_result":
+                text = str(block.get("content"))
+                aborted = text.startswith(
+                    ("The user doesn't want to", "[Request interrupted by user for tool use]")
+                ) or (
+                    isinstance(row.get("toolUseResult"), dict)
+                    and row["toolUseResult"].get("interrupted")
+                )
+                counts["aborted"] += bool(aborted)
+                counts["errors"] += bool(block.get("is_error")) and not aborted
+            elif block["type"] == "text" and str(block["text"]).startswith(
+                "[Request interrupted by user"
+            ):
+                counts["markers"] += 1
+    return dict(counts)
+
+
+SAMPLE_COUNTS = {
+    "ccl_37f83ec9_v1.0.51_interrupts.jsonl": dict(
+        lines=346, messages=340, raw=6, tool_calls=101, aborted=2, errors=19, markers=2
+    ),
+    "ccl_7acd37a8_v2.0.42_bgbash_bashoutput_killshell.jsonl": dict(
+        lines=211, messages=199, raw=12, tool_calls=71, aborted=4, errors=2, markers=1
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_COUNTS))
+def test_real_samples(name: str) -> None:
+    path = SAMPLES / name
+    if not path.exists():
+        pytest.skip("shared samples not available")
+    expected = SAMPLE_COUNTS[name]
+    assert _independent_counts(path) == expected
+    assert claude_code.sniff(path, path.read_bytes()[:65536])
+
+    items, ledger = parse(path)
+    messages = of(items, Message)
+    calls = of(items, ToolCall)
+    statuses = Counter(c.status for c in calls)
+    markers = [
+        m for m in messages if m.role == "user" and m.text.startswith("[Request interrupted")
+    ]
+    assert len(messages) == expected["messages"]
+    assert [m.msg_idx for m in messages] == list(range(expected["messages"]))
+    assert len(calls) == len({c.call_id for c in calls}) == expected["tool_calls"]
+    assert statuses["aborted"] == expected["aborted"]
+    assert statuses["error"] == expected["errors"]
+    assert statuses["running"] == 0
+    assert len(markers) == expected["markers"]
+    assert len(of(items, RawRecord)) == expected["raw"]
+    assert not of(items, Quarantined)
+    assert ledger.records_read == non_blank_lines(path) == expected["lines"]
+    assert ledger.records_read == ledger.records_stored + ledger.records_quarantined
+    assert ledger.unknown_types == {}
+    assert ledger.end_offset == path.stat().st_size
+
+
+def test_real_sample_shell_commands_and_ids() -> None:
+    path = SAMPLES / "ccl_7acd37a8_v2.0.42_bgbash_bashoutput_killshell.jsonl"
+    if not path.exists():
+        pytest.skip("shared samples not available")
+    items, _ = parse(path)
+    session = of(items, Session)[-1]
+    assert session.native_id == "7acd37a8-2745-4b58-a8a9-46164b22ad9e"
+    assert session.agent == "claude-code 2.0.42"
+    bash = [c for c in of(items, ToolCall) if c.tool == "Bash"]
+    assert bash and all(c.command for c in bash)
+    assert any(c.output and "running in background with ID: dce0af" in c.output for c in bash)
+    rows = [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    uuids = [r["uuid"] for r in rows if r["type"] in ("user", "assistant", "system")]
+    assert [m.source_id for m in of(items, Message)] == uuids
+
+
+def test_jsonl_reader_offsets(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a":1}\n\n  \n{"b":2}\r\n[3]\n{"c":')
+    got = list(_jsonl.iter_lines(path))
+    assert [(j.line_no, j.offset) for j in got] == [(1, 0), (4, 12), (5, 21), (6, 25)]
+    assert got[0].value == {"a": 1} and got[1].value == {"b": 2}
+    assert isinstance(got[2].value, _jsonl.NotAnObjectError)
+    assert not got[3].terminated and isinstance(got[3].value, Exception)
+    resumed = list(_jsonl.iter_lines(path, offset=12, line_no=3))
+    assert [(j.line_no, j.offset) for j in resumed] == [(4, 12), (5, 21), (6, 25)]
+    ledger = Ledger()
+    records = list(_jsonl.read_records(path, ledger))
+    assert [type(r).__name__ for r in records] == [
+        "JsonLine",
+        "JsonLine",
+        "Quarantined",
+        "Quarantined",
+    ]
+    assert (ledger.end_offset, ledger.end_line) == (25, 5)
+
+
+def test_jsonl_invalid_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a":"\xff\xfe"}\n')
+    ledger = Ledger()
+    (record,) = list(_jsonl.read_records(path, ledger))
+    assert isinstance(record, Quarantined)
+    assert record.location == "line 1" and "\ufffd" in record.raw
+    assert ledger.records_quarantined == 1 and ledger.end_offset == path.stat().st_size
