@@ -163,14 +163,16 @@ class _FileLoader:
 
     def add(self, item: Any) -> None:
         if isinstance(item, Message):
-            item.session_id = self._sid(item.session_id) or item.session_id
+            if self.remap and item.session_id in self.remap:
+                item.session_id = self.remap[item.session_id]
             if self.redactor is not None:
                 item.text = self._redact(item.session_id, item.msg_idx, "text", item.text)
             self.first_idx.setdefault(item.session_id, item.msg_idx)
             self.messages.append(item)
             self.n_messages += 1
         elif isinstance(item, ToolCall):
-            item.session_id = self._sid(item.session_id) or item.session_id
+            if self.remap and item.session_id in self.remap:
+                item.session_id = self.remap[item.session_id]
             if self.redactor is not None:
                 for fld in ("command", "input", "output"):
                     val = getattr(item, fld)

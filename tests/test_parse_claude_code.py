@@ -179,7 +179,7 @@ def test_empty_file(tmp_path: Path) -> None:
     path.write_bytes(b"")
     items, ledger = parse(path)
     assert [type(i) for i in items] == [Session, Session]
-    assert items[0].native_id == "empty"
+    assert of(items, Session)[0].native_id == "empty"
     assert (ledger.records_read, ledger.end_offset) == (0, 0)
 
 

@@ -122,9 +122,7 @@ def is_degenerate(text: str) -> DegenerateResult:
         ratio = _trigram_ratio(toks)
         # ratio 0.35 -> 0, ratio 0.10 -> 1
         strength = max(0.0, min(1.0, (0.35 - ratio) / 0.25))
-        candidates.append(
-            (strength, f"only {ratio:.0%} of its word trigrams are distinct")
-        )
+        candidates.append((strength, f"only {ratio:.0%} of its word trigrams are distinct"))
 
     if not candidates:
         return DegenerateResult(False, 0.0, "")

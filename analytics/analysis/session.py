@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
+from analytics.analysis.campaigns import find_campaigns
+from analytics.analysis.readiness import judge_claims
 from analytics.models import Campaign, Lever, ReadinessClaim
 
 _TABLES = (
@@ -99,8 +101,5 @@ def load_session_frames(con: duckdb.DuckDBPyConnection, session_id: str) -> Sess
 
 def analyse_session(frames: SessionFrames) -> SessionAnalysis:
     """Campaigns with their levers, and a verdict for every readiness claim."""
-    from analytics.analysis.campaigns import find_campaigns
-    from analytics.analysis.readiness import judge_claims
-
     campaigns, levers = find_campaigns(frames)
     return SessionAnalysis(campaigns=campaigns, levers=levers, claims=judge_claims(frames))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import altair as alt
+from typing import TYPE_CHECKING
+
 import duckdb
 import pandas as pd
+
+if TYPE_CHECKING:
+    import altair as alt
 
 OUTCOME_COLOURS = {
     "improved": "#2ca02c",
@@ -65,6 +69,8 @@ def campaign_chart(
     series: pd.DataFrame, levers: pd.DataFrame, target: float | None, metric: str
 ) -> alt.LayerChart:
     """Metric over message order; a rule per lever coloured by outcome; the target line."""
+    import altair as alt
+
     x = alt.X("msg_idx:Q", title="message")
     layers: list[alt.Chart] = [
         alt.Chart(series).mark_line(point=True).encode(

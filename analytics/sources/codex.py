@@ -135,6 +135,10 @@ _EXIT_HEADER = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)\s
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _UUID_IN_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _SCAN_LINES = 50
+_SNIFF_PREFIX = re.compile(
+    rb'\s*\{"timestamp"\s*:\s*"[^"]*"\s*,\s*(?:"ordinal"\s*:\s*\d+\s*,\s*)?'
+    rb'"type"\s*:\s*"(?:session_meta|response_item|event_msg|turn_context)"\s*,\s*"payload"\s*:\s*\{'
+)
 KEPT_META = ("agent", "cwd", "title", "model", "first_model", "version", "started", "parent")
 
 
@@ -156,7 +160,8 @@ def sniff(path: Path, head: bytes) -> bool:
                 and isinstance(obj.get("payload"), dict)
                 and "timestamp" in obj
             )
-    return False
+    # a first line longer than the head (long base instructions in session_meta)
+    return _SNIFF_PREFIX.match(head) is not None
 
 
 # ---------------------------------------------------------------------------

@@ -177,9 +177,16 @@ class _Call:
     shell: _ShellCommand | None
     output: list[str] = field(default_factory=list)
 
-    @property
-    def open(self) -> bool:
-        return self.shell is not None and not self.shell.complete()
+    def takes(self, line: str) -> bool:
+        """Whether ``line`` continues this call's shell command."""
+        shell = self.shell
+        if shell is None:
+            return False
+        if shell.in_heredoc:
+            return True
+        if shell.complete() and not shell.resumes_after_heredoc(line):
+            return False
+        return _tool_line(line) is None
 
 
 def _message(sid: str, msg_idx: int, block: _Block) -> tuple[Message, list[ToolCall]]:
@@ -212,11 +219,10 @@ def _split(lines: list[str]) -> tuple[list[str], list[_Call]]:
     calls: list[_Call] = []
     current: _Call | None = None
     for line in lines:
-        if current is not None and current.open:
+        if current is not None and current.takes(line):
             assert current.shell is not None
-            if current.shell.in_heredoc or _tool_line(line) is None:
-                current.shell.feed(line)
-                continue
+            current.shell.feed(line)
+            continue
         started = _tool_line(line)
         if started is not None:
             current = started
@@ -312,11 +318,19 @@ class _ShellCommand:
         self.parens = 0
         self.heredocs: list[tuple[str, bool]] = []
         self.continued = False
+        self.heredoc_closed = False
         self.feed(first_line)
 
     @property
     def in_heredoc(self) -> bool:
         return bool(self.heredocs)
+
+    def resumes_after_heredoc(self, line: str) -> bool:
+        """Right after a heredoc's terminator, a line ending in ``\\``/``&&``/``||``/``|``
+        is more command (``EOF`` then ``chmod +x f && \\``), not output."""
+        return self.heredoc_closed and (
+            _odd_trailing_backslash(line) or line.rstrip().endswith(("|", "&&", "||"))
+        )
 
     def text(self) -> str:
         return "\n".join(self.lines).strip("\n")
@@ -332,11 +346,13 @@ class _ShellCommand:
 
     def feed(self, line: str) -> None:
         self.lines.append(line)
+        self.heredoc_closed = False
         if self.heredocs:
             terminator, strip_tabs = self.heredocs[0]
             candidate = line.lstrip("\t") if strip_tabs else line
             if candidate.strip() == terminator:
                 self.heredocs.pop(0)
+                self.heredoc_closed = not self.heredocs
             return
         code = self._scan(line)
         if self.quote is None:

@@ -94,16 +94,26 @@ def _column(rows: Sequence[Any], col: str) -> list[Any]:
 
 def to_arrow(table: str, rows: Sequence[Any], extra: dict[str, Any] | None = None) -> pa.Table:
     cols = TABLE_COLUMNS[table]
-    data: dict[str, list[Any]] = {}
-    for col in cols:
-        if extra and col in extra:
-            data[col] = [extra[col]] * len(rows)
+    schema = pa.schema([pa.field(c, _ARROW_TYPES.get(c, pa.string())) for c in cols])
+    first = rows[0]
+    if isinstance(first, BaseModel):
+        dicts = [r.__dict__ for r in rows]
+    else:
+        dicts = [vars(r) for r in rows]
+    derived = [c for c in cols if c in ("n_chars", "duration_s") or c in JSON_COLUMNS
+               or (extra and c in extra)]
+    plain = [c for c in cols if c not in derived]
+    arrays = {}
+    if plain:
+        base = pa.Table.from_pylist(dicts, schema=pa.schema([schema.field(c) for c in plain]))
+        arrays = {c: base.column(c) for c in plain}
+    for c in derived:
+        if extra and c in extra:
+            values = [extra[c]] * len(rows)
         else:
-            data[col] = _column(rows, col)
-    schema = pa.schema(
-        [pa.field(c, _ARROW_TYPES.get(c, pa.string())) for c in cols]
-    )
-    return pa.Table.from_pydict(data, schema=schema)
+            values = _column(rows, c)
+        arrays[c] = pa.array(values, type=schema.field(c).type)
+    return pa.Table.from_arrays([arrays[c] for c in cols], schema=schema)
 
 
 def append(

@@ -89,6 +89,8 @@ class Boot:
 
 
 def graph_bs_list(max_bs: int) -> list[int]:
+    if max_bs <= 16:
+        return [1, 2, 4] + list(range(6, max_bs + 1, 2))
     full = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160]
     return [b for b in full if b <= max_bs]
 

@@ -1,0 +1,733 @@
+"""Optimisation campaigns: a stated target, a baseline, and the levers pulled.
+
+A *goal* is a target somebody states ("~1000 tok/s", "2x faster", "TTFT under
+200 ms"). A *lever* is a change (a named technique, a launch whose flags
+changed, an env change) followed by a measurement of the goal's metric under
+the same conditions (same ``label``, e.g. ``concurrency=16``). The lever's
+outcome compares that measurement with the value of the configuration in force
+before it: the baseline, or the last lever that was kept (improved/no effect).
+
+Knowledge lives in ``data/levers.json``, ``data/targets.json`` and
+``data/failures.json``; this module only walks the session's events in order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal
+
+import pandas as pd
+
+from analytics.models import Campaign, Lever
+
+if TYPE_CHECKING:
+    from analytics.analysis.session import SessionFrames
+
+NO_EFFECT_PCT = 3.0
+Outcome = Literal["improved", "no_effect", "worse", "failed", "not_applicable", "pending"]
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
+_SEARCH_COMMAND = re.compile(r"^\s*(?:grep|rg|ag|find|ls|git|cat\s+\S+\.py|sed -n)\b")
+_ASSISTANT_FAILURE = re.compile(
+    r"\b(fail(?:s|ed|ing)?|crash(?:ed|es)?|oom(?:'d|ed)?|out of memory|invalid|not supported|"
+    r"unsupported|doesn'?t work|does not work|won'?t (?:compile|work)|can'?t|cannot)\b",
+    re.I,
+)
+
+
+# --------------------------------------------------------------------------- knowledge
+
+
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files("analytics.analysis").joinpath("data", name).read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@dataclass(frozen=True)
+class LeverSpec:
+    name: str
+    role: str
+    patterns: tuple[re.Pattern[str], ...]
+    flags: frozenset[str]
+    env_prefixes: tuple[str, ...]
+
+    def matches_flag(self, flag: str) -> bool:
+        if flag.startswith("env:"):
+            return any(flag[4:].startswith(p) for p in self.env_prefixes)
+        return flag in self.flags
+
+    def first_match(self, text: str) -> int | None:
+        hits = [m.start() for p in self.patterns if (m := p.search(text))]
+        return min(hits) if hits else None
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    levers: tuple[LeverSpec, ...]
+    start_cues: re.Pattern[str]
+    na_cues: re.Pattern[str]
+    recap_min_levers: int
+    version: int
+
+
+@lru_cache(maxsize=1)
+def vocabulary() -> Vocabulary:
+    data = _load("levers.json")
+    specs = tuple(
+        LeverSpec(
+            name=item["name"],
+            role=item.get("role", "primary"),
+            patterns=tuple(re.compile(p, re.I) for p in item["patterns"]),
+            flags=frozenset(item.get("flags", [])),
+            env_prefixes=tuple(item.get("env_prefixes", [])),
+        )
+        for item in data["levers"]
+    )
+    return Vocabulary(
+        levers=specs,
+        start_cues=re.compile(data["start_cues"], re.I),
+        na_cues=re.compile(data["not_applicable_cues"], re.I),
+        recap_min_levers=int(data.get("recap_min_levers", 3)),
+        version=int(data["version"]),
+    )
+
+
+@lru_cache(maxsize=1)
+def _targets() -> dict[str, Any]:
+    return _load("targets.json")
+
+
+@lru_cache(maxsize=1)
+def _failure_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    data = _load("failures.json")
+    return tuple((p["kind"], re.compile(p["regex"], re.I)) for p in data["patterns"])
+
+
+def failure_kind(text: str) -> str | None:
+    """The first failure signature in ``text`` (OOM, build/JIT failure, …), or None."""
+    for kind, pattern in _failure_patterns():
+        if pattern.search(text or ""):
+            return kind
+    return None
+
+
+def lower_is_better(metric: str | None, unit: str | None = None) -> bool:
+    name = (metric or "").lower()
+    if "throughput" in name or "accept" in name or (unit or "").lower() in ("tok/s", "token/s"):
+        return False
+    return bool(re.search(r"ttft|tpot|itl|latency|_ms\b|duration", name)) or unit in ("ms", "s")
+
+
+def classify_delta(delta_pct: float, lower_better: bool) -> Outcome:
+    gain = -delta_pct if lower_better else delta_pct
+    if gain >= NO_EFFECT_PCT:
+        return "improved"
+    if gain <= -NO_EFFECT_PCT:
+        return "worse"
+    return "no_effect"
+
+
+# --------------------------------------------------------------------------- goals
+
+
+@dataclass
+class Goal:
+    msg_idx: int
+    text: str
+    family: str
+    value: float | None
+    factor: float | None
+    unit: str
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.findall(text or "") if s.strip()]
+
+
+def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
+    cfg = _targets()
+    cue = re.compile(cfg["cue"], re.I)
+    for pat in cfg["patterns"]:
+        m = re.search(pat["regex"], sentence, re.I)
+        if not m or (pat["needs_cue"] and not cue.search(sentence)):
+            continue
+        family = cfg["metric_families"][pat["family"]]
+        groups = m.groupdict()
+        if pat["kind"] == "relative":
+            factor = float(groups["factor"])
+            if not 1.0 < factor <= 100:
+                continue
+            return Goal(msg_idx, sentence, pat["family"], None, factor, family["unit"])
+        value = float(groups["value"].replace(",", ""))
+        if groups.get("k"):
+            value *= 1000
+        if groups.get("unit") == "s" and family["unit"] == "ms":
+            value *= 1000
+        return Goal(msg_idx, sentence, pat["family"], value, None, family["unit"])
+    return None
+
+
+def find_goals(messages: pd.DataFrame) -> list[Goal]:
+    """Every target statement by the user or the assistant, in message order."""
+    goals: list[Goal] = []
+    if messages.empty:
+        return goals
+    for row in messages.itertuples(index=False):
+        if row.role not in ("user", "assistant"):
+            continue
+        for sentence in sentences(str(row.text or "")):
+            goal = _goal_in(sentence, int(row.msg_idx))
+            if goal:
+                goals.append(goal)
+                break
+    return goals
+
+
+def choose_metric(family: str, measurements: pd.DataFrame) -> str:
+    """The measured metric that best represents a goal's family."""
+    spec = _targets()["metric_families"][family]
+    if measurements.empty:
+        return str(spec["preferred"][0])
+    counts = Counter(str(m) for m in measurements["metric"])
+    for name in spec["preferred"]:
+        if counts.get(name, 0) >= 1:
+            return str(name)
+    match, exclude = re.compile(spec["match"], re.I), re.compile(spec["exclude"], re.I)
+    fitting = [(n, c) for n, c in counts.items() if match.search(n) and not exclude.search(n)]
+    if fitting:
+        return sorted(fitting, key=lambda nc: (-nc[1], nc[0]))[0][0]
+    return str(spec["preferred"][0])
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(order=True)
+class Event:
+    msg_idx: int
+    rank: int  # order of kinds inside one message: start < launch < fail < measure
+    kind: str = field(compare=False)
+    lever: str | None = field(default=None, compare=False)
+    detail: str = field(default="", compare=False)
+    changed: dict[str, Any] = field(default_factory=dict, compare=False)
+    flags: dict[str, Any] = field(default_factory=dict, compare=False)
+    value: float | None = field(default=None, compare=False)
+    metric: str | None = field(default=None, compare=False)
+    label: str | None = field(default=None, compare=False)
+
+
+def _text_events(messages: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
+    events: list[Event] = []
+    for row in messages.itertuples(index=False):
+        if row.role not in ("user", "assistant"):
+            continue
+        text = str(row.text or "")
+        named = {s.name for s in vocab.levers if s.first_match(text) is not None}
+        if len(named) >= vocab.recap_min_levers:
+            continue  # a recap of levers already pulled, not a new one
+        for sentence in sentences(text):
+            events.extend(_sentence_events(int(row.msg_idx), str(row.role), sentence, vocab))
+    return events
+
+
+def _sentence_events(msg_idx: int, role: str, sentence: str, vocab: Vocabulary) -> list[Event]:
+    hits = sorted(
+        (pos, spec.name) for spec in vocab.levers if (pos := spec.first_match(sentence)) is not None
+    )
+    if not hits:
+        return []
+    na = vocab.na_cues.search(sentence)
+    if na and role == "assistant":
+        before = [h for h in hits if h[0] <= na.start()] or hits
+        return [Event(msg_idx, 0, "not_applicable", before[-1][1], detail=sentence)]
+    out: list[Event] = []
+    if role == "assistant" and _ASSISTANT_FAILURE.search(sentence):
+        out.append(Event(msg_idx, 2, "fail_text", hits[0][1], detail=sentence))
+    elif vocab.start_cues.search(sentence):
+        out.append(Event(msg_idx, 0, "start", hits[0][1], detail=sentence))
+    return out
+
+
+def _launch_events(launches: pd.DataFrame) -> list[Event]:
+    events: list[Event] = []
+    for row in launches.itertuples(index=False):
+        changed = row.changed_flags if isinstance(row.changed_flags, dict) else {}
+        flags = row.flags if isinstance(row.flags, dict) else {}
+        events.append(
+            Event(
+                int(row.msg_idx), 1, "launch", changed=changed, flags=flags, detail=str(row.engine)
+            )
+        )
+    return events
+
+
+_ENV_ASSIGN = re.compile(r"(?:^|[\s;&(])(?:export\s+)?([A-Z][A-Z0-9_]{2,})=(\S*)")
+
+
+def _command_events(tool_calls: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
+    """Env changes in shell commands (``export NCCL_PROTO=LL``) and failures in outputs."""
+    events: list[Event] = []
+    for row in tool_calls.itertuples(index=False):
+        command = str(row.command or "")
+        for name, value in _ENV_ASSIGN.findall(command):
+            for spec in vocab.levers:
+                if spec.matches_flag(f"env:{name}"):
+                    events.append(
+                        Event(int(row.msg_idx), 0, "start", spec.name, detail=f"{name}={value}")
+                    )
+        if _SEARCH_COMMAND.search(command):
+            continue
+        kind = failure_kind(str(row.output or ""))
+        if kind:
+            at = row.result_msg_idx if pd.notna(row.result_msg_idx) else row.msg_idx
+            events.append(Event(int(at), 2, "fail", detail=kind))
+    return events
+
+
+def _failure_events(frames: SessionFrames) -> list[Event]:
+    events: list[Event] = []
+    se = frames.server_events
+    if not se.empty:
+        for row in se[se["event"].isin(["oom", "crash"])].itertuples(index=False):
+            kind = "OOM" if row.event == "oom" else "crash"
+            events.append(Event(int(row.msg_idx), 2, "fail", detail=kind))
+    tags = frames.tags
+    if not tags.empty:
+        for row in tags[tags["tag"] == "error"].itertuples(index=False):
+            kind = failure_kind(str(row.evidence or "")) or "error"
+            events.append(Event(int(row.msg_idx), 2, "fail", detail=kind))
+    return events
+
+
+def _measure_events(measurements: pd.DataFrame, metrics: list[str]) -> list[Event]:
+    if measurements.empty:
+        return []
+    rows = measurements[measurements["metric"].isin(metrics)]
+    return [
+        Event(
+            int(r.msg_idx),
+            3,
+            "measure",
+            value=float(r.value),
+            metric=str(r.metric),
+            label=None if pd.isna(r.label) else str(r.label),
+        )
+        for r in rows.itertuples(index=False)
+    ]
+
+
+# --------------------------------------------------------------------------- levers
+
+
+@dataclass
+class _Draft:
+    name: str
+    start: int
+    end: int
+    via: str
+    notes: list[str] = field(default_factory=list)
+    failures: list[tuple[int, str]] = field(default_factory=list)
+    after: Event | None = None
+    na_msg: int | None = None
+    frozen: bool = False
+
+    def touch(self, msg_idx: int, note: str = "") -> None:
+        self.end = max(self.end, msg_idx)
+        if note and note not in self.notes:
+            self.notes.append(note)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "unset" if value is None else str(value)
+
+
+def _describe_changes(changed: dict[str, Any]) -> str:
+    parts = []
+    for flag, change in sorted(changed.items()):
+        if isinstance(change, list | tuple) and len(change) == 2:
+            parts.append(f"{flag} {_fmt(change[0])}→{_fmt(change[1])}")
+        else:
+            parts.append(f"{flag} {_fmt(change)}")
+    return ", ".join(parts)
+
+
+def _levers_for_flags(changed: dict[str, Any], vocab: Vocabulary) -> list[LeverSpec]:
+    """Levers touched by a launch, those whose flag was set/raised first."""
+
+    def added(flag: str) -> bool:
+        change = changed[flag]
+        return not (
+            isinstance(change, list | tuple) and len(change) == 2 and change[1] in (None, False)
+        )
+
+    found: list[tuple[int, int, LeverSpec]] = []
+    for flag in changed:
+        for order, spec in enumerate(vocab.levers):
+            if spec.matches_flag(flag):
+                found.append((0 if added(flag) else 1, order, spec))
+    seen: dict[str, LeverSpec] = {}
+    for _, _, spec in sorted(found, key=lambda f: (f[0], f[1])):
+        seen.setdefault(spec.name, spec)
+    return list(seen.values())
+
+
+class _LeverWalk:
+    """Walks the events of one campaign window and drafts its levers."""
+
+    def __init__(self, vocab: Vocabulary, source_id: Any) -> None:
+        self.vocab = vocab
+        self.ref = source_id
+        self.drafts: list[_Draft] = []
+        self.current: _Draft | None = None
+        self.concluded: set[str] = set()
+
+    def _open(self, name: str, msg_idx: int, via: str, note: str) -> _Draft:
+        self.current = _Draft(name=name, start=msg_idx, end=msg_idx, via=via, notes=[note])
+        self.drafts.append(self.current)
+        self.concluded.add(name)
+        return self.current
+
+    def start(self, ev: Event) -> None:
+        assert ev.lever
+        cur = self.current
+        if cur and cur.name == ev.lever and not cur.frozen:
+            cur.touch(ev.msg_idx)
+            return
+        if ev.lever in self.concluded:
+            return
+        note = f"msg {self.ref(ev.msg_idx)}: {ev.detail[:160]}"
+        self._open(ev.lever, ev.msg_idx, "mention", note)
+
+    def launch(self, ev: Event) -> None:
+        cur = self.current
+        if cur and (cur.after is not None or cur.na_msg is not None):
+            cur.frozen = True  # later numbers belong to whatever comes next
+        changes = _describe_changes(ev.changed)
+        specs = _levers_for_flags(ev.changed, self.vocab)
+        names = [s.name for s in specs]
+        fresh = [s for s in specs if s.name not in self.concluded]
+        open_cur = cur if cur and not cur.frozen else None
+        if open_cur and open_cur.name in names:
+            open_cur.touch(ev.msg_idx, f"launch at msg {self.ref(ev.msg_idx)}: {changes}")
+            return
+        primary = [s for s in fresh if s.role == "primary"]
+        if primary:
+            self._open(
+                primary[0].name,
+                ev.msg_idx,
+                "launch",
+                f"launch at msg {self.ref(ev.msg_idx)}: {changes}",
+            )
+            return
+        if open_cur and open_cur.failures and not self._is_retry(open_cur, ev, specs):
+            open_cur.frozen = True  # reverted after the failure: later numbers are not its
+        elif open_cur:
+            verb = "relaunched" if open_cur.failures else "launch"
+            note = f"{verb} at msg {self.ref(ev.msg_idx)}" + (f" with {changes}" if changes else "")
+            open_cur.touch(ev.msg_idx, note)
+            return
+        if fresh:
+            self._open(
+                fresh[0].name,
+                ev.msg_idx,
+                "launch",
+                f"launch at msg {self.ref(ev.msg_idx)}: {changes}",
+            )
+        elif ev.changed and not specs:
+            name = f"launch flags ({changes[:60]})"
+            self._open(
+                name, ev.msg_idx, "launch", f"launch at msg {self.ref(ev.msg_idx)}: {changes}"
+            )
+
+    def _is_retry(self, cur: _Draft, ev: Event, specs: list[LeverSpec]) -> bool:
+        """After a failure: does this launch retry the lever (its own flags still set, or
+        only tuning flags such as --mem-fraction-static changed) rather than revert it?"""
+        spec = next((s for s in self.vocab.levers if s.name == cur.name), None)
+        if spec and any(
+            spec.matches_flag(f) and v not in (None, False) for f, v in ev.flags.items()
+        ):
+            return True
+        return bool(specs) and all(s.role == "tuning" for s in specs)
+
+    def fail(self, ev: Event) -> None:
+        cur = self.current
+        if not cur or cur.frozen or cur.after is not None or cur.na_msg is not None:
+            return
+        if ev.kind == "fail_text" and ev.lever != cur.name:
+            return
+        if ev.msg_idx < cur.start:
+            return
+        kind = ev.detail if ev.kind == "fail" else "failure stated"
+        if any(m == ev.msg_idx for m, _ in cur.failures):
+            return
+        cur.failures.append((ev.msg_idx, kind))
+        cur.touch(ev.msg_idx, f"{kind} at msg {self.ref(ev.msg_idx)}")
+
+    def not_applicable(self, ev: Event) -> None:
+        assert ev.lever
+        cur = self.current
+        if cur and cur.name == ev.lever and cur.after is None:
+            cur.na_msg = ev.msg_idx
+            cur.touch(ev.msg_idx, f"msg {self.ref(ev.msg_idx)}: {ev.detail[:160]}")
+            return
+        if ev.lever in self.concluded:
+            return
+        draft = self._open(
+            ev.lever, ev.msg_idx, "text", f"msg {self.ref(ev.msg_idx)}: {ev.detail[:160]}"
+        )
+        draft.na_msg = ev.msg_idx
+
+    def measure(self, ev: Event, reference: dict[tuple[str, str | None], float]) -> None:
+        cur = self.current
+        key = (str(ev.metric), ev.label)
+        settled = cur is None or cur.frozen or cur.na_msg is not None
+        if settled or (cur is not None and cur.via == "mention" and ev.msg_idx <= cur.start):
+            reference[key] = float(ev.value or 0.0)  # the configuration in force
+            return
+        assert cur is not None
+        if _prefer(ev, cur.after, reference):
+            cur.after = ev
+        cur.touch(ev.msg_idx)
+
+
+def _prefer(new: Event, old: Event | None, reference: dict[tuple[str, str | None], float]) -> bool:
+    """Keep the latest comparable measurement; a comparable one beats one without a before."""
+    if old is None:
+        return True
+    new_cmp = (str(new.metric), new.label) in reference
+    old_cmp = (str(old.metric), old.label) in reference
+    if new_cmp != old_cmp:
+        return new_cmp
+    return (new.metric, new.label) == (old.metric, old.label) or new_cmp
+
+
+def _finish(
+    draft: _Draft,
+    reference: dict[tuple[str, str | None], float],
+    lower_better: bool,
+    seq: int,
+    campaign_id: str,
+    session_id: str,
+    ref: Any,
+) -> Lever:
+    outcome: Outcome = "pending"
+    before = after = delta = None
+    metric = None
+    evidence = None
+    notes = list(draft.notes)
+    if draft.na_msg is not None:
+        outcome, evidence = "not_applicable", draft.na_msg
+        notes.append("already enabled")
+    elif draft.after is not None:
+        metric, after, evidence = draft.after.metric, draft.after.value, draft.after.msg_idx
+        before = reference.get((str(metric), draft.after.label))
+        label = f" at {draft.after.label}" if draft.after.label else ""
+        if before:
+            delta = round((float(after or 0) - before) / before * 100, 2)
+            outcome = classify_delta(delta, lower_better)
+            notes.append(
+                f"{metric}{label} {before:g} → {after:g} ({delta:+.1f}%) at msg {ref(evidence)}"
+            )
+            if outcome in ("improved", "no_effect"):
+                reference[(str(metric), draft.after.label)] = float(after or 0)
+        else:
+            notes.append(
+                f"{metric}{label} = {after:g} at msg {ref(evidence)}, nothing comparable before"
+            )
+    elif draft.failures:
+        outcome = "failed"
+        evidence = draft.failures[-1][0]
+    return Lever(
+        campaign_id=campaign_id,
+        session_id=session_id,
+        seq=seq,
+        name=draft.name,
+        description="; ".join(notes),
+        start_msg_idx=draft.start,
+        end_msg_idx=draft.end,
+        metric=metric,
+        value_before=before,
+        value_after=after,
+        delta_pct=delta,
+        outcome=outcome,
+        evidence_msg_idx=evidence,
+    )
+
+
+# --------------------------------------------------------------------------- campaigns
+
+
+def _window(df: pd.DataFrame, start: int, end: int | None) -> pd.DataFrame:
+    if df.empty:
+        return df
+    mask = df["msg_idx"] >= start
+    if end is not None:
+        mask &= df["msg_idx"] < end
+    return df[mask]
+
+
+def _campaign_goals(goals: list[Goal]) -> list[tuple[Goal, int | None]]:
+    """One goal per campaign (restatements of the same family are merged), with the
+    message where the next campaign begins."""
+    kept: list[Goal] = []
+    for goal in goals:
+        if kept and kept[-1].family == goal.family:
+            continue
+        if any(k.family == goal.family for k in kept) and goal.msg_idx == kept[-1].msg_idx:
+            continue
+        kept.append(goal)
+    out: list[tuple[Goal, int | None]] = []
+    for i, goal in enumerate(kept):
+        later = [g.msg_idx for g in kept[i + 1 :] if g.msg_idx > goal.msg_idx]
+        out.append((goal, later[0] if later else None))
+    return out
+
+
+def _primary_label(measurements: pd.DataFrame, metric: str) -> str | None:
+    rows = (
+        measurements[measurements["metric"] == metric] if not measurements.empty else measurements
+    )
+    if rows.empty:
+        return None
+    labels = Counter("" if pd.isna(v) else str(v) for v in rows["label"])
+    best = sorted(labels.items(), key=lambda kv: -kv[1])[0][0]
+    return best or None
+
+
+def find_campaigns(frames: SessionFrames) -> tuple[list[Campaign], list[Lever]]:
+    """Campaigns of the session and their levers, in order."""
+    vocab = vocabulary()
+    session_id = frames.session_id
+    campaigns: list[Campaign] = []
+    levers: list[Lever] = []
+    for n, (goal, end) in enumerate(_campaign_goals(find_goals(frames.messages)), start=1):
+        campaign, found = _campaign(frames, goal, end, f"{session_id}#c{n}", vocab)
+        campaigns.append(campaign)
+        levers.extend(found)
+    return campaigns, levers
+
+
+def _campaign(
+    frames: SessionFrames, goal: Goal, end: int | None, campaign_id: str, vocab: Vocabulary
+) -> tuple[Campaign, list[Lever]]:
+    family = _targets()["metric_families"][goal.family]
+    metric = choose_metric(goal.family, frames.measurements)
+    lower_better = bool(family["lower_is_better"])
+    label = _primary_label(frames.measurements, metric)
+    events = sorted(
+        _text_events(_window(frames.messages, goal.msg_idx, end), vocab)
+        + _launch_events(_window(frames.launches, goal.msg_idx, end))
+        + _command_events(_window(frames.tool_calls, goal.msg_idx, end), vocab)
+        + _failure_events(frames)
+        + _measure_events(frames.measurements, [metric])
+    )
+    walk = _LeverWalk(vocab, frames.source_id)
+    reference: dict[tuple[str, str | None], float] = {}
+    baseline: float | None = None
+    finished: list[Lever] = []
+    for ev in events:
+        if end is not None and ev.msg_idx >= end:
+            break
+        before_count = len(walk.drafts)
+        if ev.kind == "measure":
+            walk.measure(ev, reference)
+        elif ev.msg_idx < goal.msg_idx:
+            continue
+        elif ev.kind == "start":
+            walk.start(ev)
+        elif ev.kind == "launch":
+            walk.launch(ev)
+        elif ev.kind in ("fail", "fail_text"):
+            walk.fail(ev)
+        elif ev.kind == "not_applicable":
+            walk.not_applicable(ev)
+        if len(walk.drafts) > before_count:
+            if before_count == 0:
+                baseline = reference.get((metric, label))
+            if before_count:
+                prev = walk.drafts[before_count - 1]
+                finished.append(
+                    _finish(
+                        prev,
+                        reference,
+                        lower_better,
+                        len(finished) + 1,
+                        campaign_id,
+                        frames.session_id,
+                        frames.source_id,
+                    )
+                )
+    if walk.drafts:
+        finished.append(
+            _finish(
+                walk.drafts[-1],
+                reference,
+                lower_better,
+                len(finished) + 1,
+                campaign_id,
+                frames.session_id,
+                frames.source_id,
+            )
+        )
+    elif baseline is None:
+        baseline = reference.get((metric, label))
+    return _summarise(
+        frames, goal, end, campaign_id, metric, label, baseline, finished, lower_better
+    ), finished
+
+
+def _summarise(
+    frames: SessionFrames,
+    goal: Goal,
+    end: int | None,
+    campaign_id: str,
+    metric: str,
+    label: str | None,
+    baseline: float | None,
+    levers: list[Lever],
+    lower_better: bool,
+) -> Campaign:
+    m = _window(frames.measurements, 0, end)
+    values = m[(m["metric"] == metric)] if not m.empty else m
+    if label is not None and not values.empty:
+        values = values[values["label"] == label]
+    after_goal = values[values["msg_idx"] >= goal.msg_idx] if not values.empty else values
+    pool = after_goal if not after_goal.empty else values
+    best = None
+    if not pool.empty:
+        best = float(pool["value"].min() if lower_better else pool["value"].max())
+    target = goal.value
+    if target is None and goal.factor and baseline:
+        target = round(baseline * goal.factor, 3)
+    status = "in_progress"
+    if (
+        best is not None
+        and target is not None
+        and (best <= target if lower_better else best >= target)
+    ):
+        status = "met"
+    elif levers and levers[-1].outcome != "pending":
+        status = "not_met"
+    last = [goal.msg_idx] + [lv.end_msg_idx for lv in levers if lv.end_msg_idx is not None]
+    if not pool.empty:
+        last.append(int(pool["msg_idx"].max()))
+    return Campaign(
+        campaign_id=campaign_id,
+        session_id=frames.session_id,
+        goal_text=goal.text[:300],
+        target_metric=metric,
+        target_value=target,
+        unit=goal.unit,
+        baseline_value=baseline,
+        best_value=best,
+        start_msg_idx=goal.msg_idx,
+        end_msg_idx=max(last),
+        status=status,
+    )

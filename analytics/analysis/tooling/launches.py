@@ -1,0 +1,385 @@
+"""Server launch commands -> typed launch specs; scripts written earlier resolved when run later.
+
+Recognised entries: ``python[3] -m sglang.launch_server``, ``sglang serve``,
+``python -m sglang_router.launch_server``, ``vllm serve MODEL``,
+``python -m vllm.entrypoints.openai.api_server``. Wrappers peeled off: ``VAR=value`` prefixes,
+``env``, ``nohup``, ``setsid``, ``sudo``, ``timeout``, ``nice``, ``exec``, ``time``, ``stdbuf``,
+``taskset``, ``numactl``; ``ssh host '…'`` (host recorded), ``bash -c '…'``, ``docker exec …``.
+``export`` and plain assignments earlier in the same snippet feed ``env`` and ``$VAR`` values.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from analytics.models import Launch
+
+from .flags import (
+    FlagSpec,
+    guess_value,
+    is_switch,
+    load_table,
+    suggest_flag,
+    takes_list,
+    typed_value,
+)
+from .shell import SimpleCommand, split_commands
+
+MAX_DEPTH = 4
+SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--admin-api-key"})
+_SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|APIKEY", re.I)
+REDACTED = "<redacted>"
+
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+_NUMBER = re.compile(r"-\d+(\.\d+)?")
+_VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_SSH_OPTS_WITH_ARG = frozenset("bcDEeFIiJLlmOopQRSWw")
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+_SEARCH_LAUNCHERS = frozenset({
+    "docker", "podman", "uv", "conda", "mamba", "micromamba", "srun", "mpirun", "nsys",
+    "ncu", "apptainer", "singularity", "pixi", "poetry", "torchrun", "enroot",
+})
+_MODULES = {
+    "sglang.launch_server": "sglang",
+    "sglang_router.launch_server": "sglang",
+    "vllm.entrypoints.openai.api_server": "vllm",
+}
+
+
+@dataclass
+class LaunchSpec:
+    """A launch found in a command, before it is tied to a session message."""
+
+    engine: str
+    model: str | None = None
+    host: str | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    unknown_flags: dict[str, str | None] = field(default_factory=dict)
+    command: str = ""
+
+    def to_launch(self, session_id: str, msg_idx: int, call_id: str | None) -> Launch:
+        return Launch(
+            session_id=session_id, msg_idx=msg_idx, call_id=call_id, engine=self.engine,
+            model=self.model, host=self.host, flags=dict(self.flags), env=dict(self.env),
+            unknown_flags=dict(self.unknown_flags),
+        )
+
+
+class ScriptMemory:
+    """Files written during a session (heredocs, ``tee``, ``echo >``, write tools), by path."""
+
+    def __init__(self) -> None:
+        self._files: dict[tuple[str | None, str], str] = {}
+        self._by_name: dict[str, list[tuple[str | None, str]]] = {}
+
+    def remember(self, path: str, body: str, host: str | None = None) -> None:
+        key = (host, posixpath.normpath(path))
+        self._files[key] = body
+        names = self._by_name.setdefault(posixpath.basename(key[1]), [])
+        if key not in names:
+            names.append(key)
+
+    def lookup(self, path: str, host: str | None = None) -> str | None:
+        norm = posixpath.normpath(path)
+        for key in ((host, norm), (None, norm)):
+            if key in self._files:
+                return self._files[key]
+        same_name = self._by_name.get(posixpath.basename(norm), [])
+        if same_name:
+            return self._files[same_name[-1]]
+        return None
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def parse_launches(command: str, scripts: ScriptMemory | None = None,
+                   host: str | None = None) -> list[LaunchSpec]:
+    """Every server launch in a shell snippet (scripts in ``scripts`` are followed)."""
+    walker = _Walker(scripts if scripts is not None else ScriptMemory())
+    walker.walk(command, host, {}, 0)
+    return walker.found
+
+
+def remember_written_file(scripts: ScriptMemory, tool: str | None, tool_input: str | None) -> None:
+    """Record a file written by an editor tool (``Write``/``write``/``create``) from its JSON input."""
+    if not tool_input or not tool or tool.lower() not in ("write", "create", "write_file", "str_replace_based_edit_tool"):
+        return
+    try:
+        data = json.loads(tool_input)
+    except ValueError:
+        return
+    if not isinstance(data, dict):
+        return
+    path = data.get("file_path") or data.get("filePath") or data.get("path")
+    body = data.get("content") or data.get("file_text")
+    if isinstance(path, str) and isinstance(body, str):
+        scripts.remember(path, body)
+
+
+def diff_launches(launches: list[Launch]) -> list[Launch]:
+    """Fill ``changed_flags`` ({flag: [before, after]}) against the previous launch of the same
+    engine in the same session; the first launch of an engine gets None. Returns the list."""
+    previous: dict[tuple[str, str], Launch] = {}
+    for launch in launches:
+        key = (launch.session_id, launch.engine)
+        before = previous.get(key)
+        launch.changed_flags = None if before is None else flag_changes(before, launch)
+        previous[key] = launch
+    return launches
+
+
+def flag_changes(before: Launch, after: Launch) -> dict[str, object]:
+    old = {**before.flags, **({"model": before.model} if before.model else {})}
+    new = {**after.flags, **({"model": after.model} if after.model else {})}
+    return {k: [old.get(k), new.get(k)] for k in sorted(old.keys() | new.keys())
+            if old.get(k) != new.get(k)}
+
+
+# --------------------------------------------------------------------------- walking commands
+
+
+class _Walker:
+    def __init__(self, scripts: ScriptMemory) -> None:
+        self.scripts = scripts
+        self.found: list[LaunchSpec] = []
+
+    def walk(self, text: str, host: str | None, env: dict[str, str], depth: int) -> None:
+        if depth > MAX_DEPTH:
+            return
+        local_env = dict(env)
+        variables: dict[str, str] = {}
+        commands = split_commands(text)
+        for n, cmd in enumerate(commands):
+            self._remember_files(cmd, commands[n - 1] if n else None, host)
+            self._command(cmd, host, local_env, variables, depth)
+
+    def _remember_files(self, cmd: SimpleCommand, prev: SimpleCommand | None, host: str | None) -> None:
+        if not cmd.words:
+            return
+        head = posixpath.basename(cmd.words[0])
+        body: str | None = None
+        targets = cmd.text_targets
+        if cmd.heredocs and head in ("cat", "tee"):
+            body = cmd.heredocs[0]
+        elif head == "tee" and prev is not None and prev.heredocs and not prev.text_targets:
+            body = prev.heredocs[0]
+        elif head in ("echo", "printf") and targets:
+            body = " ".join(cmd.words[1:])
+            if head == "printf":
+                body = body.replace("\\n", "\n")
+        if body is None:
+            return
+        if head == "tee":
+            targets = targets + [w for w in cmd.words[1:] if not w.startswith("-")]
+        for target in targets:
+            self.scripts.remember(target, body, host)
+
+    def _command(self, cmd: SimpleCommand, host: str | None, env: dict[str, str],
+                 variables: dict[str, str], depth: int) -> None:
+        words = [_expand(w, variables) for w in cmd.words]
+        if not words:
+            return
+        if words[0] == "export" or all(_ASSIGN.fullmatch(w) for w in words):
+            for w in words[1:] if words[0] == "export" else words:
+                m = _ASSIGN.fullmatch(w)
+                if m:
+                    variables[m.group(1)] = m.group(2)
+                    if words[0] == "export":
+                        env[m.group(1)] = m.group(2)
+            return
+        prefix_env, rest = _unwrap(words)
+        cmd_env = {**env, **prefix_env}
+        if not rest:
+            return
+        head = posixpath.basename(rest[0])
+        if head == "ssh":
+            target, remote = _ssh(rest)
+            if remote:
+                self.walk(remote, target or host, cmd_env, depth + 1)
+            return
+        if head in _SHELLS | {"su"} and "-c" in rest:
+            i = rest.index("-c")
+            if i + 1 < len(rest):
+                self.walk(rest[i + 1], host, cmd_env, depth + 1)
+            return
+        if head in _SEARCH_LAUNCHERS and "-c" in rest[1:]:
+            i = rest.index("-c")
+            if i + 1 < len(rest) and posixpath.basename(rest[i - 1]) in _SHELLS:
+                self.walk(rest[i + 1], host, cmd_env, depth + 1)
+                return
+        entry = _find_entry(rest, search=head in _SEARCH_LAUNCHERS)
+        if entry:
+            engine, start, args_at = entry
+            for w in rest[:start]:
+                m = _ASSIGN.fullmatch(w)
+                if m:
+                    cmd_env[m.group(1)] = m.group(2)
+            self.found.append(_spec(engine, rest[args_at:], host, cmd_env, " ".join(words)))
+            return
+        script = _script_path(rest)
+        if script:
+            body = self.scripts.lookup(script, host)
+            if body is not None:
+                self.walk(body, host, cmd_env, depth + 1)
+
+
+def _expand(word: str, variables: dict[str, str]) -> str:
+    if "$" not in word or not variables:
+        return word
+    return _VAR_REF.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), word)
+
+
+def _unwrap(words: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Peel ``VAR=x``, env, nohup, setsid, sudo, timeout … off the front of a command."""
+    env: dict[str, str] = {}
+    i, n = 0, len(words)
+    while i < n:
+        w = words[i]
+        m = _ASSIGN.fullmatch(w)
+        if m:
+            env[m.group(1)] = m.group(2)
+            i += 1
+            continue
+        head = posixpath.basename(w)
+        if head in ("nohup", "exec", "time", "command", "builtin"):
+            i += 1
+        elif head in ("env", "setsid", "stdbuf", "sudo", "nice", "ionice", "chrt"):
+            i += 1
+            while i < n and words[i].startswith("-"):
+                takes_arg = words[i] in ("-u", "-n", "-g", "-c", "-p") and head in ("env", "sudo", "nice", "ionice")
+                i += 2 if takes_arg else 1
+        elif head in ("timeout", "taskset"):
+            i += 1
+            while i < n and words[i].startswith("-"):
+                i += 2 if words[i] in ("-s", "-k", "--signal", "--kill-after") else 1
+            i += 1  # the duration / cpu list
+        elif head == "numactl":
+            i += 1
+            while i < n and words[i].startswith("-"):
+                i += 1 if "=" in words[i] or words[i].startswith("--") else 2
+        else:
+            break
+    return env, words[i:]
+
+
+def _ssh(words: list[str]) -> tuple[str | None, str]:
+    i, n = 1, len(words)
+    while i < n and words[i].startswith("-"):
+        opt = words[i]
+        i += 2 if len(opt) == 2 and opt[1] in _SSH_OPTS_WITH_ARG else 1
+    if i >= n:
+        return None, ""
+    target = words[i].rpartition("@")[2] or None
+    return target, " ".join(words[i + 1 :])
+
+
+def _find_entry(words: list[str], search: bool) -> tuple[str, int, int] | None:
+    """(engine, index where the interpreter/CLI starts, index where its arguments start)."""
+    starts = range(len(words)) if search else range(min(1, len(words)))
+    for i in starts:
+        head = posixpath.basename(words[i])
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if head in ("sglang", "vllm") and nxt == "serve":
+            return head, i, i + 2
+        if _PYTHON.fullmatch(head):
+            j = i + 1
+            while j < len(words) and words[j].startswith("-") and words[j] != "-m":
+                j += 1
+            if j + 1 < len(words) and words[j] == "-m" and words[j + 1] in _MODULES:
+                return _MODULES[words[j + 1]], i, j + 2
+            if j < len(words) and words[j].endswith("sglang/launch_server.py"):
+                return "sglang", i, j + 1
+    return None
+
+
+def _script_path(words: list[str]) -> str | None:
+    head = posixpath.basename(words[0])
+    if head in _SHELLS or head in ("source", "."):
+        for w in words[1:]:
+            if not w.startswith("-"):
+                return w
+        return None
+    if "/" in words[0] or words[0].endswith(".sh"):
+        return words[0]
+    return None
+
+
+# --------------------------------------------------------------------------- flags
+
+
+def _spec(engine: str, args: list[str], host: str | None, env: dict[str, str],
+          command: str) -> LaunchSpec:
+    table = load_table(engine)
+    spec = LaunchSpec(engine=engine, host=host, command=command)
+    for name, value in env.items():
+        safe = REDACTED if _SECRET_ENV.search(name) else value
+        spec.env[name] = safe
+        spec.flags[f"env:{name}"] = safe
+    positionals: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if not word.startswith("-") or word == "-" or _NUMBER.fullmatch(word):
+            positionals.append(word)
+            continue
+        name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        canon, flag_spec, negated = _resolve(table, name)
+        if canon is None:
+            spec.unknown_flags[name] = suggest_flag(engine, name)
+            canon = name
+        if eq:
+            value: Any = ([typed_value(flag_spec, v) for v in inline.split(",")]
+                          if takes_list(flag_spec) and "," in inline else typed_value(flag_spec, inline))
+        elif negated or _is_bool_switch(flag_spec):
+            value = not negated and not (flag_spec and flag_spec.action == "store_false")
+        elif takes_list(flag_spec):
+            values: list[Any] = []
+            while i < len(args) and not _is_flag(args[i]):
+                values.append(typed_value(flag_spec, args[i]))
+                i += 1
+            value = values
+        elif i < len(args) and not (_is_flag(args[i]) and (flag_spec is not None or args[i].startswith("--"))):
+            value = typed_value(flag_spec, args[i]) if flag_spec else guess_value(args[i])
+            i += 1
+        else:
+            value = True
+        spec.flags[canon] = REDACTED if canon in SECRET_FLAGS else value
+    model = spec.flags.get("--model-path") if engine == "sglang" else spec.flags.get("--model")
+    if model is None and engine == "vllm" and positionals:
+        model = positionals[0]
+    spec.model = str(model) if model is not None else None
+    return spec
+
+
+def _is_flag(word: str) -> bool:
+    return word.startswith("-") and word != "-" and not _NUMBER.fullmatch(word)
+
+
+def _is_bool_switch(flag_spec: FlagSpec | None) -> bool:
+    return is_switch(flag_spec) or (flag_spec is not None and flag_spec.action == "BooleanOptionalAction")
+
+
+def _resolve(table: Any, name: str) -> tuple[str | None, FlagSpec | None, bool]:
+    """(canonical name, spec, negated) — ``--no-x`` negates a BooleanOptionalAction flag."""
+    if table is None:
+        return None, None, False
+    canon = table.resolve(name)
+    if canon:
+        return canon, table.flags.get(canon), False
+    if name.startswith("--no-"):
+        positive = table.resolve("--" + name[5:])
+        spec = table.flags.get(positive) if positive else None
+        if spec is not None and spec.action == "BooleanOptionalAction":
+            return positive, spec, True
+    return None, None, False

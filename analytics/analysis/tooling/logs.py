@@ -1,0 +1,253 @@
+"""SGLang and vLLM log-line recognisers: prefixes, startup milestones, periodic metrics.
+
+Signatures live in ``data/log_signatures_v1.json``. Work is linear: outputs are read line by
+line, a line is checked for literal needles first and a regex runs only on lines that hold one.
+Lines longer than ``MAX_LINE`` are not log lines; only failure needles are searched in them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from .failures import failure_hits
+
+MAX_LINE = 16_000
+MAX_RESULTS = 5_000
+DETAIL_CHARS = 240
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+SGLANG_PREFIX = re.compile(
+    r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)"
+    r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] "
+)
+VLLM_PROC = re.compile(r"\((\w+) pid=(\d+)\) ")
+VLLM_PREFIX = re.compile(
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? "
+    r"\[?([\w./-]+\.py):(\d+)\] "
+)
+UVICORN_PREFIX = re.compile(r"(INFO|WARNING|ERROR):\s+")
+_RANK = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
+_KEY_LEAD = re.compile(r"^[\s.\[\]\d]*")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+@dataclass
+class LogLine:
+    engine: str | None
+    """sglang | vllm | None (uvicorn or plain text)"""
+    message: str
+    log_ts: str | None = None
+    ranks: dict[str, int] = field(default_factory=dict)
+    process: str | None = None
+
+
+@dataclass
+class EventHit:
+    engine: str
+    event: str
+    detail: str | None
+    log_ts: str | None
+
+
+@dataclass
+class NumberHit:
+    metric: str
+    value: float
+    unit: str | None
+    label: str | None
+    source: str
+
+
+@dataclass
+class LogScan:
+    events: list[EventHit] = field(default_factory=list)
+    numbers: list[NumberHit] = field(default_factory=list)
+    engines_seen: set[str] = field(default_factory=set)
+
+
+# --------------------------------------------------------------------------- lines
+
+
+def iter_lines(text: str) -> Iterator[str]:
+    """Lines split on ``\\n`` and ``\\r`` (progress bars), lazily and without copying the text."""
+    start, n = 0, len(text)
+    while start < n:
+        nl = text.find("\n", start)
+        end = n if nl < 0 else nl
+        segment = text[start:end]
+        if "\r" in segment:
+            yield from (s for s in segment.split("\r") if s)
+        else:
+            yield segment
+        start = end + 1
+
+
+def parse_prefix(line: str) -> LogLine:
+    """Strip ANSI codes and an SGLang / vLLM / uvicorn prefix from one line."""
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    process = None
+    if line.startswith("("):
+        m = VLLM_PROC.match(line)
+        if m:
+            process = m.group(1)
+            line = line[m.end() :]
+    if line.startswith("[") and line[1:5].isdigit():
+        m = SGLANG_PREFIX.match(line)
+        if m:
+            ranks = {k: int(v) for k, v in _RANK.findall(m.group(2))}
+            return LogLine("sglang", line[m.end() :], m.group(1), ranks)
+    if line[:1] in "DIWEC":
+        m = VLLM_PREFIX.match(line)
+        if m:
+            return LogLine("vllm", line[m.end() :], m.group(2), process=process)
+        m = UVICORN_PREFIX.match(line)
+        if m:
+            return LogLine("vllm" if process else None, line[m.end() :], process=process)
+    return LogLine("vllm" if process else None, line, process=process)
+
+
+# --------------------------------------------------------------------------- signatures
+
+
+@cache
+def _signatures() -> dict[str, Any]:
+    path = resources.files(__package__).joinpath("data", "log_signatures_v1.json")
+    raw: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    for group in ("events", "numbers"):
+        for sig in raw[group]:
+            sig["_rx"] = re.compile(sig["regex"]) if sig.get("regex") else None
+    return raw
+
+
+def _compose_cuda_graph(m: re.Match[str]) -> str:
+    role, variant, phase = m.group(1), m.group(2), m.group(3)
+    parts = []
+    if role == "draft":
+        parts.append("draft")
+    if variant in ("extend", "verify", "piecewise"):
+        parts.append(variant)
+    return "_".join([*parts, "cuda_graph", phase])
+
+
+def line_events(line: LogLine, context_engine: str) -> list[EventHit]:
+    """Milestone events in one prefixed-stripped log line."""
+    hits: list[EventHit] = []
+    msg = line.message
+    for sig in _signatures()["events"]:
+        if sig["needle"] not in msg:
+            continue
+        engine = sig["engine"] if sig["engine"] != "any" else (line.engine or context_engine)
+        event = sig["event"]
+        if sig["_rx"] is not None:
+            m = sig["_rx"].search(msg)
+            if not m:
+                continue
+            if sig.get("compose") == "cuda_graph":
+                event = _compose_cuda_graph(m)
+        event = sig.get("event_by_engine", {}).get(engine, event)
+        hits.append(EventHit(engine, event, msg[:DETAIL_CHARS].strip() or None, line.log_ts))
+    return hits
+
+
+def line_numbers(line: LogLine) -> list[NumberHit]:
+    """Startup numbers (KV tokens, capture time …) and periodic batch metrics in one line."""
+    msg = line.message
+    out: list[NumberHit] = []
+    for sig in _signatures()["numbers"]:
+        if sig["needle"] not in msg:
+            continue
+        m = sig["_rx"].search(msg)
+        if not m:
+            continue
+        groups = m.groupdict()
+        label = sig.get("label")
+        if label:
+            label = label.format(**{k: (v or "").replace(",", "") for k, v in groups.items()})
+        for name, raw in groups.items():
+            if raw is None or name.startswith("_"):
+                continue
+            out.append(NumberHit(name, float(raw.replace(",", "")), sig["units"].get(name), label,
+                                 "server_log"))
+    for spec in _signatures()["batch_lines"].values():
+        if spec["needle"] in msg:
+            out.extend(_batch_line(msg, spec))
+    return out
+
+
+def _batch_line(msg: str, spec: dict[str, Any]) -> list[NumberHit]:
+    pairs: dict[str, str] = {}
+    for part in msg[msg.find(spec["needle"]) :].split(","):
+        key, sep, value = part.rpartition(":")
+        if sep:
+            key = key.rsplit(": ", 1)[-1].rsplit(". ", 1)[-1]
+            pairs[_KEY_LEAD.sub("", key).strip()] = value.strip()
+    label = None
+    if spec["label_key"] and spec["label_key"] in pairs:
+        count = _NUMBER.match(pairs[spec["label_key"]])
+        if count:
+            label = f"{spec['label']}={int(float(count.group()))}"
+    out: list[NumberHit] = []
+    for key, (metric, unit) in spec["keys"].items():
+        raw = pairs.get(key)
+        if raw is None:
+            continue
+        if raw in ("True", "False"):
+            value = 1.0 if raw == "True" else 0.0
+        else:
+            m = _NUMBER.match(raw)
+            if not m:
+                continue
+            value = float(m.group())
+        if unit == "fraction_from_%":
+            value, unit = value / 100.0, None
+        out.append(NumberHit(metric, value, unit, label, spec["source"]))
+    return out
+
+
+# --------------------------------------------------------------------------- whole outputs
+
+
+def scan_log(text: str, context_engine: str = "sglang") -> LogScan:
+    """Events (deduplicated per output) and numbers in a tool output holding server logs."""
+    scan = LogScan()
+    seen: set[tuple[str, str, str | None]] = set()
+    engine = context_engine
+    for raw in iter_lines(text):
+        if len(raw) > MAX_LINE:
+            _long_line(raw, engine, scan, seen)
+            continue
+        if not raw or len(scan.events) + len(scan.numbers) >= MAX_RESULTS:
+            continue
+        line = parse_prefix(raw)
+        if line.engine:
+            engine = line.engine
+            scan.engines_seen.add(line.engine)
+        for hit in line_events(line, engine):
+            key = (hit.engine, hit.event, None)
+            if key not in seen:
+                seen.add(key)
+                scan.events.append(hit)
+        for fail in failure_hits(line.message):
+            f_engine = fail.engine if fail.engine != "any" else engine
+            key = (f_engine, fail.event, fail.detail)
+            if key not in seen:
+                seen.add(key)
+                scan.events.append(EventHit(f_engine, fail.event, fail.detail or fail.text, line.log_ts))
+        scan.numbers.extend(line_numbers(line))
+    return scan
+
+
+def _long_line(raw: str, engine: str, scan: LogScan, seen: set[tuple[str, str, str | None]]) -> None:
+    for fail in failure_hits(raw):
+        f_engine = fail.engine if fail.engine != "any" else engine
+        key = (f_engine, fail.event, fail.detail)
+        if key not in seen:
+            seen.add(key)
+            scan.events.append(EventHit(f_engine, fail.event, fail.detail or fail.text, None))

@@ -1,0 +1,232 @@
+"""Streamlit glue shared by the pages: the cached read-only connection, cached
+queries, friendly database errors, and inert rendering of transcript text.
+
+Transcript text is never passed to a Markdown renderer: it goes through
+``st.text`` / ``st.code`` / dataframes, and the few labels that must be Markdown
+(expander titles, page links, badges) go through :func:`md_escape` first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import duckdb
+import pandas as pd
+import streamlit as st
+
+from analytics.errors import AnalyticsError, DatabaseError, DatabaseLockedError
+from analytics.store.db import connect, default_db
+
+T = TypeVar("T")
+
+CACHE_TTL_S = 300
+CACHE_MAX_ENTRIES = 256
+TEXT_PREVIEW_CHARS = 4000
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:=\"'&])")
+
+
+def md_escape(text: object) -> str:
+    """Backslash-escape every Markdown/HTML-significant character (CommonMark
+    allows escaping any ASCII punctuation), so links and images never render."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def db_path() -> str:
+    return default_db()
+
+
+def _close(con: duckdb.DuckDBPyConnection) -> None:
+    con.close()
+
+
+@st.cache_resource(max_entries=4, on_release=_close, show_spinner=False)
+def _root_connection(db: str) -> duckdb.DuckDBPyConnection:
+    return connect(db, read_only=True)
+
+
+def release_connection() -> None:
+    """Close the cached read-only connection (before opening a writable one)."""
+    _root_connection.clear()
+
+
+def clear_query_cache() -> None:
+    _cached_call.clear()
+
+
+def _resolve(name: str) -> Callable[..., Any]:
+    module_name, _, attr = name.partition(":")
+    if not module_name.startswith("analytics.explore."):
+        raise ValueError(f"not an explorer query: {name}")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+@st.cache_data(max_entries=CACHE_MAX_ENTRIES, ttl=CACHE_TTL_S, show_spinner=False)
+def _cached_call(db: str, name: str, args: tuple[Any, ...], kwargs: tuple[Any, ...]) -> Any:
+    cur = _root_connection(db).cursor()
+    try:
+        return _resolve(name)(cur, *args, **dict(kwargs))
+    finally:
+        cur.close()
+
+
+def _is_lock(exc: BaseException) -> bool:
+    return isinstance(exc, DatabaseLockedError) or (
+        isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+    )
+
+
+def _stop_with_db_error(exc: BaseException, db: str) -> NoReturn:
+    if _is_lock(exc):
+        st.error(
+            f"The database {md_escape(db)} is locked: another process (probably an "
+            "ingest) is writing to it. Wait for it to finish, then retry."
+        )
+    elif isinstance(exc, DatabaseError):
+        st.error(md_escape(str(exc)))
+        st.markdown("Create a database from transcripts, then retry:")
+        st.code(f"transcripts ingest PATH --db {db}\n# or, with the bundled samples:\n"
+                "transcripts demo --no-serve", language="bash")
+    else:
+        st.error(f"Could not read {md_escape(db)}: {md_escape(exc)}")
+    if st.button("Retry", key="db-retry", type="primary"):
+        st.rerun()
+    st.stop()
+
+
+def query(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call an ``analytics.explore`` query function on the cached connection,
+    through the bounded data cache; on database trouble show why and stop the page."""
+    db = db_path()
+    name = f"{fn.__module__}:{fn.__qualname__}"
+    try:
+        return _cached_call(db, name, args, tuple(sorted(kwargs.items())))
+    except (AnalyticsError, duckdb.Error) as exc:
+        _stop_with_db_error(exc, db)
+
+
+def raw_connection() -> duckdb.DuckDBPyConnection:
+    """A cursor on the cached read-only connection (caller closes it), or stop the page."""
+    db = db_path()
+    try:
+        return _root_connection(db).cursor()
+    except (AnalyticsError, duckdb.Error) as exc:
+        _stop_with_db_error(exc, db)
+
+
+def date_bounds(value: object) -> tuple[Any, Any]:
+    """(start, end) from an ``st.date_input`` range value (either may be None)."""
+    if isinstance(value, tuple | list):
+        padded = [*value, None, None]
+        return padded[0], padded[1]
+    return value, None
+
+
+def query_param(name: str, default: str = "") -> str:
+    value = st.query_params.get(name)
+    return str(value) if value is not None else default
+
+
+def int_param(name: str) -> int | None:
+    value = query_param(name)
+    return int(value) if value.lstrip("-").isdigit() else None
+
+
+def follow_param(param: str, key: str) -> bool:
+    """Copy query parameter ``param`` into widget state ``key`` when the URL changed
+    it since the last run (links to this page); return whether it changed."""
+    value = query_param(param)
+    seen = f"_qp_{key}"
+    if st.session_state.get(seen) == value:
+        return False
+    st.session_state[seen] = value
+    if value:
+        st.session_state[key] = value
+    return True
+
+
+def badges(tags: object) -> str:
+    """Markdown chips for a list of tag names (names escaped)."""
+    names = list(tags) if tags is not None else []  # type: ignore[call-overload]
+    return " ".join(f":{_TAG_COLOUR.get(str(t), 'gray')}-badge[{md_escape(t)}]" for t in names)
+
+
+_TAG_COLOUR = {
+    "user_checkin": "orange", "user_abort": "red", "polling_loop": "violet",
+    "diagnosis": "blue", "readiness_claim": "green", "smoke_test": "green",
+    "benchmark": "blue", "error": "red", "launch": "violet",
+}
+
+
+def is_missing(value: object) -> bool:
+    """None, NaN, NaT or pd.NA."""
+    return value is None or bool(pd.isna(value)) if not isinstance(value, list | tuple) else False
+
+
+def _present(value: object) -> bool:
+    return not is_missing(value)
+
+
+def tool_label(tool: object, status: object, exit_code: object, duration_s: object) -> str:
+    """Expander title of a tool call (all parts escaped)."""
+    parts = [f"🔧 {md_escape(tool)}", md_escape(status)]
+    if _present(exit_code):
+        parts.append(f"exit {int(exit_code)}")  # type: ignore[call-overload]
+    if _present(duration_s):
+        parts.append(f"{float(duration_s):,.0f} s")  # type: ignore[arg-type]
+    return " · ".join(parts)
+
+
+def show_text(text: object, key: str | None = None) -> None:
+    """Transcript text, inert: plain preformatted text, long bodies folded."""
+    body = "" if text is None or (isinstance(text, float) and pd.isna(text)) else str(text)
+    if len(body) <= TEXT_PREVIEW_CHARS:
+        st.text(body or "(empty)")
+        return
+    st.text(body[:TEXT_PREVIEW_CHARS] + " …")
+    with st.expander(f"{len(body) - TEXT_PREVIEW_CHARS:,} more characters"):
+        st.code(body, language=None, wrap_lines=True)
+
+
+def session_link(session_id: str, msg_idx: int | None = None, label: str | None = None) -> None:
+    """A same-tab link to the Session page at a message."""
+    params = {"session": session_id}
+    if msg_idx is not None and not pd.isna(msg_idx):
+        params["msg"] = str(int(msg_idx))
+    text = label or (f"{session_id} #{int(msg_idx)}" if "msg" in params else session_id)
+    st.page_link("pages/session.py", label=md_escape(text), query_params=params, icon="🔎")
+
+
+def link_column(label: str = "open") -> Any:
+    return st.column_config.LinkColumn(label, display_text="open ↗", width="small")
+
+
+def run_sql(sql: str, row_limit: int = 10000, timeout_s: float = 10) -> pd.DataFrame | None:
+    """Run a console query in the sandbox; show a refusal/failure and return None."""
+    from analytics.explore.sandbox import SqlRefusedError, run_readonly_sql
+
+    try:
+        return run_readonly_sql(db_path(), sql, row_limit=row_limit, timeout_s=timeout_s)
+    except SqlRefusedError as exc:
+        st.error(md_escape(exc))
+        return None
+
+
+def save_annotation(session_id: str, msg_idx: int, labels: dict[str, bool],
+                    annotator: str, note: str) -> bool:
+    """Write labels through a short-lived writable connection (closing the
+    cached read-only one first, as DuckDB requires); report the outcome."""
+    from analytics.explore.annotate import save_labels
+
+    release_connection()
+    try:
+        n = save_labels(db_path(), session_id, msg_idx, labels, annotator, note)
+    except AnalyticsError as exc:
+        st.error(md_escape(exc))
+        return False
+    finally:
+        clear_query_cache()
+    st.success(f"Saved {n} label(s) for message #{msg_idx}.")
+    return True

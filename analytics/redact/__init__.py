@@ -1,0 +1,280 @@
+"""Secret redaction for transcript text and raw records.
+
+``Redactor().redact(text)`` replaces every secret it finds with
+``[REDACTED:<kind>:<hash4>]`` (hash4 = first 4 hex digits of sha256 of the secret, so
+equal secrets get equal placeholders and nothing can be recovered) and returns the
+counts per kind. Patterns live in ``data/secret_patterns.json``; a few
+detect-secrets plugins (used as a library) add vendor formats and high-entropy
+strings named next to a credential word.
+
+Fast path: a text containing none of the patterns' trigger substrings is returned
+untouched without running any regex. All regexes have bounded quantifiers, so the
+cost stays linear in the text length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from bisect import bisect_left
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from analytics.redact.patterns import (
+    CHECKS,
+    PatternSet,
+    classes,
+    is_boundary,
+    load_patterns,
+    secret_span,
+)
+
+__all__ = [
+    "KINDS",
+    "Finding",
+    "Redactor",
+    "placeholder",
+    "redact_json_text",
+    "redact_text",
+]
+
+KINDS: tuple[str, ...] = (
+    "openai_key",
+    "anthropic_key",
+    "hf_token",
+    "github_token",
+    "aws_access_key",
+    "aws_secret_key",
+    "slack_token",
+    "google_api_key",
+    "bearer_token",
+    "api_key_flag",
+    "url_password",
+    "private_key",
+    "env_secret",
+    "sshpass",
+    "jwt",
+    "stripe_key",
+    "sendgrid_key",
+    "gitlab_token",
+    "pypi_token",
+    "npm_token",
+    "azure_storage_key",
+    "high_entropy",
+)
+"""Every kind a placeholder can carry (the ``redactions.kind`` column)."""
+
+PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{4}\]")
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "-_.+/=")
+_HEX = frozenset(string.hexdigits + "-")
+_TYPED_ID = re.compile(r"[a-z]{2,10}[-_][A-Za-z0-9_-]+")
+
+
+def placeholder(kind: str, secret: str) -> str:
+    """``[REDACTED:<kind>:<hash4>]`` for ``secret``."""
+    digest = hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()[:4]
+    return f"[REDACTED:{kind}:{digest}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One secret located in a text."""
+
+    kind: str
+    start: int
+    end: int
+    priority: int
+    """Lower wins when two findings overlap (data-file order; detect-secrets last)."""
+
+
+class _Spans:
+    """Non-overlapping accepted intervals, kept sorted by start."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.items: list[Finding] = []
+
+    def add(self, f: Finding) -> bool:
+        i = bisect_left(self.starts, f.start)
+        if i > 0 and self.items[i - 1].end > f.start:
+            return False
+        if i < len(self.items) and self.items[i].start < f.end:
+            return False
+        self.starts.insert(i, f.start)
+        self.items.insert(i, f)
+        return True
+
+
+class Redactor:
+    """Finds and replaces secrets. Build one and reuse it (construction loads plugins)."""
+
+    def __init__(self) -> None:
+        self._ps: PatternSet = load_patterns()
+        ds = self._ps.detect_secrets
+        self._max_line = int(ds["max_line_chars"])
+        self._plugins = _load_plugins(ds["plugins"])
+        he = ds["high_entropy"]
+        self._entropy = _load_entropy_plugin(float(he["base64_limit"]))
+        self._he_kind: str = he["kind"]
+        self._he_len = (int(he["min_len"]), int(he["max_len"]))
+        self._he_words: tuple[str, ...] = tuple(he["context_words"])
+        words = [v for w in self._he_words for v in (w, w.upper(), w.title())]
+        self._triggers: tuple[str, ...] = tuple(sorted({*self._ps.triggers, *words}))
+
+    @property
+    def version(self) -> str:
+        """Version of the pattern data file."""
+        return self._ps.version
+
+    def may_hold_secret(self, text: str) -> bool:
+        """Fast path: False when no trigger substring occurs (then nothing is redacted)."""
+        return any(t in text for t in self._triggers)
+
+    def redact(self, text: str) -> tuple[str, dict[str, int]]:
+        """Return ``text`` with secrets replaced, and the number replaced per kind."""
+        if not text or not self.may_hold_secret(text):
+            return text, {}
+        findings = self.find(text)
+        if not findings:
+            return text, {}
+        out: list[str] = []
+        counts: dict[str, int] = {}
+        pos = 0
+        for f in findings:
+            out.append(text[pos : f.start])
+            out.append(placeholder(f.kind, text[f.start : f.end]))
+            counts[f.kind] = counts.get(f.kind, 0) + 1
+            pos = f.end
+        out.append(text[pos:])
+        return "".join(out), counts
+
+    def find(self, text: str) -> list[Finding]:
+        """Every secret in ``text``, sorted by position, without overlaps."""
+        spans = _Spans()
+        if "[REDACTED:" in text:  # never redact inside an existing placeholder
+            for m in PLACEHOLDER.finditer(text):
+                spans.add(Finding("", m.start(), m.end(), -1))
+        for prio, pat in enumerate(self._ps.patterns):
+            if not pat.wanted(text):
+                continue
+            for m in pat.regex.finditer(text):
+                start, end = secret_span(m, text)
+                secret = text[start:end]
+                if all(CHECKS[c](text, m, secret, self._ps) for c in pat.checks):
+                    spans.add(Finding(pat.kind, start, end, prio))
+        base = len(self._ps.patterns)
+        for f in self._detect_secrets(text, base):
+            spans.add(f)
+        return [f for f in spans.items if f.kind]
+
+    # -- detect-secrets ---------------------------------------------------------
+
+    def _detect_secrets(self, text: str, base: int) -> list[Finding]:
+        found: list[Finding] = []
+        for i, (kind, triggers, plugin) in enumerate(self._plugins):
+            if any(t in text for t in triggers):
+                for offset, line in self._lines(text, triggers):
+                    for secret in plugin.analyze_string(line):
+                        found.extend(_occurrences(kind, text, line, offset, secret, base + i))
+        if ('"' in text or "'" in text) and self._has_context(text):
+            found.extend(self._high_entropy(text, base + len(self._plugins)))
+        return found
+
+    def _has_context(self, text: str) -> bool:
+        return any(w in text for w in self._triggers if w.lower() in self._he_words)
+
+    def _lines(self, text: str, needles: tuple[str, ...]) -> list[tuple[int, str]]:
+        """(offset, segment) for the lines holding a needle; long lines cut into windows."""
+        result: list[tuple[int, str]] = []
+        pos = 0
+        for line in text.split("\n"):
+            if any(n in line for n in needles):
+                if len(line) <= self._max_line:
+                    result.append((pos, line))
+                else:
+                    step = self._max_line - 256
+                    for s in range(0, len(line), step):
+                        result.append((pos + s, line[s : s + self._max_line]))
+            pos += len(line) + 1
+        return result
+
+    def _high_entropy(self, text: str, prio: int) -> list[Finding]:
+        found: list[Finding] = []
+        lo, hi = self._he_len
+        for offset, line in self._lines(text, ('"', "'")):
+            low = line.lower()
+            if not any(w in low for w in self._he_words):
+                continue
+            for cand in self._entropy.analyze_string(line):
+                if lo <= len(cand) <= hi and self._looks_secret(cand):
+                    found.extend(_occurrences(self._he_kind, text, line, offset, cand, prio))
+        return found
+
+    def _looks_secret(self, cand: str) -> bool:
+        if set(cand) <= _HEX or classes(cand) < 3 or _TYPED_ID.fullmatch(cand):
+            return False
+        if cand.count("/") > 1 or cand.startswith(("[REDACTED", "data:")):
+            return False
+        entropy: float = self._entropy.calculate_shannon_entropy(cand)
+        return entropy > self._entropy.entropy_limit
+
+
+def _occurrences(
+    kind: str, text: str, line: str, offset: int, secret: str, prio: int
+) -> list[Finding]:
+    """Findings for each place ``secret`` occurs in ``line``, grown to whole tokens."""
+    found = []
+    if len(secret) < 8:
+        return found
+    i = line.find(secret)
+    while i >= 0:
+        start = offset + i
+        end = start + len(secret)
+        while end < len(text) and text[end] in _TOKEN_CHARS:
+            end += 1
+        if is_boundary(text, start) or not text[start].isalnum():
+            found.append(Finding(kind, start, end, prio))
+        i = line.find(secret, i + len(secret))
+    return found
+
+
+def _load_plugins(specs: list[dict[str, Any]]) -> list[tuple[str, tuple[str, ...], Any]]:
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    by_name = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+    plugins = []
+    for spec in specs:
+        if spec["plugin"] not in by_name:
+            raise ValueError(
+                f"secret_patterns.json: detect-secrets has no plugin {spec['plugin']!r}; "
+                f"available: {', '.join(sorted(by_name))}"
+            )
+        plugins.append((spec["kind"], tuple(spec["triggers"]), by_name[spec["plugin"]]()))
+    return plugins
+
+
+def _load_entropy_plugin(limit: float) -> Any:
+    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+
+    return Base64HighEntropyString(limit=limit)
+
+
+@cache
+def _default() -> Redactor:
+    return Redactor()
+
+
+def redact_text(text: str) -> tuple[str, dict[str, int]]:
+    """``Redactor().redact`` with a shared, lazily built redactor."""
+    return _default().redact(text)
+
+
+def redact_json_text(raw: str) -> tuple[str, dict[str, int]]:
+    """Redact the text of a raw JSON record (a JSONL line, a quarantined record).
+
+    Secret values never include quotes or backslashes and placeholders hold neither,
+    so a valid JSON document stays valid JSON after redaction.
+    """
+    return _default().redact(raw)

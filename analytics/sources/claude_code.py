@@ -1,0 +1,516 @@
+"""Claude Code session files (``~/.claude/projects/<proj>/<session>.jsonl``).
+
+One ``Message`` per line of type user / assistant / system; every other line is
+kept as a ``RawRecord``. Choices a reader of the tables should know:
+
+- role: assistant lines -> ``assistant``; system lines -> ``system``; user lines
+  carrying ``tool_result`` blocks -> ``tool`` (text = the result text); user lines
+  flagged ``isMeta`` (injected caveats, skill bodies) -> ``system``; other user
+  lines -> ``user`` (text blocks joined with newlines, images as ``[image]``).
+- assistant text is the joined text blocks. Claude Code writes one content block
+  per line, so a line with only ``thinking`` blocks gets the thinking as its text
+  and ``native_type = "assistant/thinking"`` (filter on it to drop reasoning).
+  A tool_use-only line has text ``""``.
+- a ``ToolCall`` is yielded when its ``tool_result`` arrives; calls still open at
+  the end of the file are yielded with status ``running`` and remembered in
+  ``ledger.state`` so a resumed parse yields a ``ToolResult`` for them.
+- subagent files (``agent-<id>.jsonl`` beside the session, or under
+  ``<sessionId>/subagents/``) become their own session ``<sessionId>/agent-<id>``
+  whose ``parent_session_id`` is the parent session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from analytics.models import (
+    Ledger,
+    Message,
+    ParsedItem,
+    Quarantined,
+    RawRecord,
+    Resume,
+    Role,
+    Session,
+    ToolCall,
+    ToolResult,
+    ToolStatus,
+)
+from analytics.sources._jsonl import (
+    BadRecordError,
+    JsonLine,
+    decode_raw,
+    one_line,
+    parse_ts,
+    read_records,
+)
+from analytics.sources._jsonl import opt as _opt
+from analytics.sources._jsonl import opt_dict as _opt_dict
+from analytics.sources._jsonl import opt_str as _opt_str
+from analytics.sources.base import session_id as make_session_id
+
+FORMAT = "claude_code"
+APPENDABLE = True
+
+MESSAGE_TYPES = frozenset({"user", "assistant", "system"})
+KNOWN_TYPES = frozenset(
+    {
+        "summary",
+        "file-history-snapshot",
+        "queue-operation",
+        "attachment",
+        "permission-mode",
+        "last-prompt",
+        "ai-title",
+        "progress",
+        "agent-setting",
+        "pr-link",
+    }
+)
+SHELL_TOOLS = frozenset({"Bash", "bash"})
+REJECTION_PREFIXES = (
+    "The user doesn't want to proceed with this tool use",
+    "The user doesn't want to take this action right now",
+)
+INTERRUPTED_FOR_TOOL = "[Request interrupted by user for tool use]"
+_EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
+_SNIFF_TYPE = re.compile(
+    rb'"type"\s*:\s*"(user|assistant|system|summary|file-history-snapshot|queue-operation)"'
+)
+_SCAN_LINES = 200
+
+
+# ---------------------------------------------------------------------------
+# Detection
+# ---------------------------------------------------------------------------
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True when the first bytes look like Claude Code lines (or pretty-printed objects)."""
+    for raw in head.split(b"\n")[:50]:
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return _looks_like_line(obj)
+    stripped = head.lstrip()
+    return (
+        stripped.startswith(b"{")
+        and b'"payload"' not in head
+        and _SNIFF_TYPE.search(head) is not None
+        and (b'"sessionId"' in head or b'"uuid"' in head or b'"leafUuid"' in head)
+    )
+
+
+def _looks_like_line(obj: dict[str, object]) -> bool:
+    rtype = obj.get("type")
+    if not isinstance(rtype, str) or "payload" in obj:
+        return False
+    if rtype not in MESSAGE_TYPES and rtype not in KNOWN_TYPES:
+        return False
+    return any(key in obj for key in ("sessionId", "uuid", "leafUuid", "messageId"))
+
+
+# ---------------------------------------------------------------------------
+# Field extraction (pure; raises BadRecordError on wrong shapes)
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Use:
+    call_id: str
+    tool: str | None
+    input: str
+    command: str | None
+
+
+@dataclass
+class _Result:
+    call_id: str
+    text: str
+    is_error: bool
+
+
+@dataclass
+class _Line:
+    """What one user/assistant/system line says, validated."""
+
+    rtype: str
+    role: Role
+    text: str = ""
+    native_type: str = ""
+    uuid: str | None = None
+    parent: str | None = None
+    is_sidechain: bool = False
+    is_compaction_summary: bool = False
+    model: str | None = None
+    error: str | None = None
+    uses: list[_Use] = field(default_factory=list)
+    results: list[_Result] = field(default_factory=list)
+    tool_use_result: object = None
+
+
+def _blocks(content: object) -> list[dict[str, object]]:
+    if content is None or isinstance(content, str):
+        return []
+    if not isinstance(content, list):
+        raise BadRecordError(f"message content is {type(content).__name__}, expected str or list")
+    for block in content:
+        if not isinstance(block, dict):
+            raise BadRecordError(f"content block is {type(block).__name__}, expected object")
+    return content
+
+
+def _block_text(block: dict[str, object]) -> str | None:
+    """Readable text of a text/image block; None for other block types."""
+    btype = block.get("type")
+    if btype == "text":
+        return _opt_str(block, "text") or ""
+    if btype == "image":
+        return "[image]"
+    return None
+
+
+def _result_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    parts = [_block_text(b) for b in _blocks(content)]
+    return "\n".join(p for p in parts if p is not None)
+
+
+def _extract(obj: dict[str, object]) -> _Line:
+    rtype = str(obj["type"])
+    for key in ("timestamp", "sessionId", "version", "cwd"):
+        _opt(obj, key, str)
+    line = _Line(rtype=rtype, role="system", native_type=rtype)
+    line.uuid = _opt_str(obj, "uuid")
+    line.parent = _opt_str(obj, "parentUuid") or _opt_str(obj, "logicalParentUuid")
+    line.is_sidechain = bool(_opt(obj, "isSidechain", bool))
+    line.is_compaction_summary = bool(_opt(obj, "isCompactSummary", bool))
+    message = _opt_dict(obj, "message")
+    if rtype == "system":
+        content = obj.get("content", message.get("content"))
+        line.text = content if isinstance(content, str) else _result_text(content)
+    elif rtype == "assistant":
+        _fill_assistant(line, message)
+        if obj.get("isApiErrorMessage") is True:
+            line.error = line.text or "API error"
+    else:
+        _fill_user(line, message, bool(_opt(obj, "isMeta", bool)))
+        line.tool_use_result = obj.get("toolUseResult")
+    return line
+
+
+def _fill_assistant(line: _Line, message: dict[str, object]) -> None:
+    line.role = "assistant"
+    line.model = _opt_str(message, "model")
+    content = message.get("content")
+    texts: list[str] = [content] if isinstance(content, str) else []
+    thinking: list[str] = []
+    for block in _blocks(content):
+        btype = block.get("type")
+        if btype == "text":
+            texts.append(_opt_str(block, "text") or "")
+        elif btype == "thinking":
+            thinking.append(_opt_str(block, "thinking") or "")
+        elif btype == "tool_use":
+            line.uses.append(_tool_use(block))
+    if texts:
+        line.text = "\n".join(texts)
+    elif thinking:
+        line.text = "\n".join(thinking)
+        line.native_type = "assistant/thinking"
+
+
+def _tool_use(block: dict[str, object]) -> _Use:
+    call_id = _opt_str(block, "id")
+    if not call_id:
+        raise BadRecordError("tool_use block has no 'id'")
+    name = _opt_str(block, "name")
+    tool_input = block.get("input")
+    command = None
+    if name in SHELL_TOOLS and isinstance(tool_input, dict):
+        cmd = tool_input.get("command")
+        command = cmd if isinstance(cmd, str) else None
+    return _Use(call_id, name, orjson.dumps(tool_input).decode(), command)
+
+
+def _fill_user(line: _Line, message: dict[str, object], is_meta: bool) -> None:
+    content = message.get("content")
+    texts: list[str] = [content] if isinstance(content, str) else []
+    for block in _blocks(content):
+        if block.get("type") == "tool_result":
+            call_id = _opt_str(block, "tool_use_id")
+            if not call_id:
+                raise BadRecordError("tool_result block has no 'tool_use_id'")
+            text = _result_text(block.get("content"))
+            line.results.append(_Result(call_id, text, bool(_opt(block, "is_error", bool))))
+        else:
+            text_or_none = _block_text(block)
+            if text_or_none is not None:
+                texts.append(text_or_none)
+    if line.results:
+        line.role = "tool"
+        texts = [r.text for r in line.results] + texts
+    else:
+        line.role = "system" if is_meta else "user"
+    line.text = "\n".join(texts)
+
+
+def outcome(text: str, is_error: bool, tool_use_result: object) -> tuple[ToolStatus, int | None]:
+    """Status and exit code of a tool result."""
+    extra = tool_use_result if isinstance(tool_use_result, dict) else {}
+    exit_code = extra.get("exitCode")
+    if not isinstance(exit_code, int) or isinstance(exit_code, bool):
+        exit_code = None
+    if exit_code is None and is_error:
+        match = _EXIT_CODE.match(text)
+        exit_code = int(match.group(1)) if match else None
+    stripped = text.strip()
+    if (
+        stripped.startswith(REJECTION_PREFIXES)
+        or stripped.startswith(INTERRUPTED_FOR_TOOL)
+        or extra.get("interrupted") is True
+    ):
+        return "aborted", exit_code
+    return ("error" if is_error else "completed"), exit_code
+
+
+# ---------------------------------------------------------------------------
+# Session identity
+# ---------------------------------------------------------------------------
+
+
+def _scan_session_native_id(path: Path) -> str | None:
+    """The sessionId of the first line that has one (a cheap look at the file's head)."""
+    for n, item in enumerate(read_records(path, Ledger())):
+        if n >= _SCAN_LINES:
+            break
+        if isinstance(item, JsonLine) and isinstance(item.value, dict):
+            sid = item.value.get("sessionId")
+            if isinstance(sid, str) and sid:
+                return sid
+    return None
+
+
+def _identity(path: Path, line_session: str | None) -> tuple[str, str | None]:
+    """(native_id, parent_session_id) for a session or subagent file."""
+    stem = path.stem
+    if not stem.startswith("agent-"):
+        return line_session or stem, None
+    parent = line_session
+    if parent is None and path.parent.name == "subagents":
+        parent = path.parent.parent.name
+    if not parent:
+        return stem, None
+    return f"{parent}/{stem}", make_session_id(FORMAT, parent)
+
+
+def _subagent_title(path: Path) -> str | None:
+    """Title from ``agent-<id>.meta.json`` beside a 2.1.x subagent file, if any."""
+    meta_path = path.with_name(path.stem + ".meta.json")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    parts = [meta.get("agentType"), meta.get("description")]
+    title = ": ".join(p for p in parts if isinstance(p, str) and p)
+    return title or None
+
+
+# ---------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------
+
+
+class _Parser:
+    def __init__(self, path: Path, ledger: Ledger, resume: Resume | None) -> None:
+        self.path = path
+        self.ledger = ledger
+        state = dict(resume.state) if resume else {}
+        native = state.get("native_id")
+        if isinstance(native, str):
+            parent = state.get("parent_session_id")
+            self.native_id, self.parent = native, parent if isinstance(parent, str) else None
+        else:
+            self.native_id, self.parent = _identity(path, _scan_session_native_id(path))
+        self.session_id = make_session_id(FORMAT, self.native_id)
+        next_idx = state.get("next_msg_idx", 0)
+        if resume and self.session_id in resume.next_msg_idx:
+            next_idx = resume.next_msg_idx[self.session_id]
+        self.next_idx = next_idx if isinstance(next_idx, int) else 0
+        carried = state.get("pending", {})
+        self.carried: dict[str, int] = dict(carried) if isinstance(carried, dict) else {}
+        self.pending: dict[str, ToolCall] = {}
+        self.uuids: set[str] = set()
+        self.summaries: dict[str, str] = {}
+        self.meta: dict[str, str | None] = {
+            key: value if isinstance(value, str) else None
+            for key in ("version", "first_version", "cwd", "title", "model")
+            for value in [state.get(key)]
+        }
+        if self.parent and not self.meta["title"]:
+            self.meta["title"] = _subagent_title(path)
+
+    def session(self) -> Session:
+        first_version = self.meta["first_version"]
+        return Session(
+            session_id=self.session_id,
+            source_format=FORMAT,
+            native_id=self.native_id,
+            source_path=str(self.path),
+            title=self.meta["title"],
+            agent=f"claude-code {first_version}" if first_version else None,
+            model=self.meta["model"],
+            cwd=self.meta["cwd"],
+            parent_session_id=self.parent,
+        )
+
+    def feed(self, line: JsonLine) -> Iterator[ParsedItem]:
+        obj = line.value
+        assert isinstance(obj, dict)
+        rtype = obj.get("type")
+        if not isinstance(rtype, str):
+            yield self._quarantine(line, "record has no string 'type' field")
+        elif rtype in MESSAGE_TYPES:
+            try:
+                extracted = _extract(obj)
+            except (BadRecordError, TypeError, ValueError) as exc:
+                yield self._quarantine(line, one_line(exc))
+                return
+            self.ledger.stored()
+            self._note_envelope(obj, extracted)
+            yield from self._emit(extracted, obj, line)
+        else:
+            yield self._raw(line, obj, rtype)
+
+    def _quarantine(self, line: JsonLine, reason: str) -> Quarantined:
+        self.ledger.quarantined()
+        return Quarantined(location=line.location, error=reason, raw=decode_raw(line.raw))
+
+    def _raw(self, line: JsonLine, obj: dict[str, object], rtype: str) -> RawRecord:
+        if rtype == "summary":
+            self._note_summary(obj)
+        elif rtype == "ai-title" and isinstance(obj.get("aiTitle"), str):
+            self.meta["title"] = str(obj["aiTitle"]) or self.meta["title"]
+        known = rtype in KNOWN_TYPES
+        if not known:
+            self.ledger.unknown(rtype)
+        self.ledger.stored()
+        return RawRecord(
+            session_id=self.session_id,
+            location=line.location,
+            record_type=rtype,
+            known=known,
+            ts=parse_ts(obj.get("timestamp")),
+            raw=decode_raw(line.raw),
+        )
+
+    def _note_summary(self, obj: dict[str, object]) -> None:
+        """A summary titles this session only when its leaf is one of this file's lines
+        (resumed sessions start with summaries of the sessions they came from)."""
+        summary, leaf = obj.get("summary"), obj.get("leafUuid")
+        if not isinstance(summary, str) or not summary or not isinstance(leaf, str):
+            return
+        if leaf in self.uuids:
+            self.meta["title"] = summary
+        else:
+            self.summaries[leaf] = summary
+
+    def _note_envelope(self, obj: dict[str, object], line: _Line) -> None:
+        if line.uuid:
+            self.uuids.add(line.uuid)
+            if line.uuid in self.summaries:
+                self.meta["title"] = self.summaries.pop(line.uuid)
+        version = obj.get("version")
+        if isinstance(version, str) and version:
+            self.meta["version"] = version
+            self.meta["first_version"] = self.meta["first_version"] or version
+        cwd = obj.get("cwd")
+        if isinstance(cwd, str) and cwd and not self.meta["cwd"]:
+            self.meta["cwd"] = cwd
+        if line.model and line.model != "<synthetic>" and not self.meta["model"]:
+            self.meta["model"] = line.model
+
+    def _emit(self, line: _Line, obj: dict[str, object], where: JsonLine) -> Iterator[ParsedItem]:
+        idx = self.next_idx
+        self.next_idx += 1
+        ts = parse_ts(obj.get("timestamp"))
+        yield Message(
+            session_id=self.session_id,
+            msg_idx=idx,
+            source_id=line.uuid or f"L{where.line_no}",
+            parent_source_id=line.parent,
+            role=line.role,
+            ts=ts,
+            text=line.text,
+            is_sidechain=line.is_sidechain,
+            is_compaction_summary=line.is_compaction_summary,
+            error=line.error,
+            native_type=line.native_type,
+            model=line.model,
+            location=where.location,
+        )
+        for use in line.uses:
+            self.pending[use.call_id] = ToolCall(
+                session_id=self.session_id,
+                msg_idx=idx,
+                call_id=use.call_id,
+                tool=use.tool,
+                command=use.command,
+                input=use.input,
+                started_at=ts,
+            )
+        for result in line.results:
+            status, exit_code = outcome(result.text, result.is_error, line.tool_use_result)
+            call = self.pending.pop(result.call_id, None)
+            if call is not None:
+                call.output, call.status, call.exit_code = result.text, status, exit_code
+                call.ended_at, call.result_msg_idx = ts, idx
+                yield call
+            elif self.carried.pop(result.call_id, None) is not None:
+                yield ToolResult(
+                    session_id=self.session_id,
+                    call_id=result.call_id,
+                    output=result.text,
+                    status=status,
+                    exit_code=exit_code,
+                    ended_at=ts,
+                    result_msg_idx=idx,
+                )
+
+    def finish(self) -> Iterator[ParsedItem]:
+        yield from self.pending.values()
+        open_calls = dict(self.carried)
+        open_calls.update({cid: call.msg_idx for cid, call in self.pending.items()})
+        self.ledger.format_version = self.meta["version"]
+        self.ledger.state = {
+            "native_id": self.native_id,
+            "parent_session_id": self.parent,
+            "next_msg_idx": self.next_idx,
+            "pending": open_calls,
+            **self.meta,
+        }
+        yield self.session()
+
+
+def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[ParsedItem]:
+    """Yield the session, its messages, tool calls and raw records of one file."""
+    parser = _Parser(path, ledger, resume)
+    yield parser.session()
+    offset, line_no = (resume.offset, resume.line) if resume else (0, 0)
+    for item in read_records(path, ledger, offset, line_no):
+        if isinstance(item, Quarantined):
+            yield item
+        else:
+            yield from parser.feed(item)
+    yield from parser.finish()

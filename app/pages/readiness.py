@@ -1,0 +1,50 @@
+"""Readiness: claims that something is up/ready/fixed, with verdicts and evidence."""
+
+import streamlit as st
+
+from analytics.explore import ui
+from analytics.explore.links import with_session_links
+from analytics.explore.readiness import VERDICTS, claims, evidence_indices, verdict_counts
+from analytics.explore.stream import messages_by_idx
+
+st.title("Readiness claims")
+
+everything = ui.query(claims)
+for col, (verdict, n) in zip(st.columns(len(VERDICTS)), verdict_counts(everything).items(),
+                             strict=True):
+    col.metric(verdict, n)
+
+picked = st.multiselect("Verdict", list(VERDICTS), key="readiness-verdicts")
+shown = ui.query(claims, tuple(picked))
+if shown.empty:
+    st.info("No readiness claims match.")
+    st.stop()
+
+selection = st.dataframe(
+    with_session_links(shown),
+    hide_index=True,
+    on_select="rerun",
+    selection_mode="single-row",
+    column_order=["open", "verdict", "session_id", "msg_idx", "ts", "subject", "claim_text",
+                  "reason", "evidence_msg_idx", "contradicted_by_msg_idx"],
+    column_config={"open": ui.link_column()},
+    key="readiness-table",
+)
+rows = selection.selection.rows if selection else []
+claim = shown.iloc[rows[0] if rows else 0]
+
+st.subheader("Evidence")
+st.caption("Select a claim in the table to see its evidence here.")
+ui.session_link(claim["session_id"], claim["msg_idx"], label="Open the claim in its session")
+st.text(f"{claim['verdict']}: {claim['reason']}")
+evidence = evidence_indices(claim["evidence_msg_idx"])
+contra = claim["contradicted_by_msg_idx"]
+wanted = tuple(sorted({int(claim["msg_idx"]), *evidence,
+                       *([] if ui.is_missing(contra) else [int(contra)])}))
+for m in ui.query(messages_by_idx, claim["session_id"], wanted).itertuples():
+    role = "claim" if m.msg_idx == claim["msg_idx"] else (
+        "contradicted by" if not ui.is_missing(contra) and m.msg_idx == int(contra)
+        else "evidence")
+    with st.container(border=True):
+        ui.session_link(claim["session_id"], m.msg_idx, label=f"{role}: #{m.msg_idx}")
+        ui.show_text(m.text)

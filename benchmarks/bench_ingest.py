@@ -1,0 +1,84 @@
+"""Ingest speed against DuckDB's own read_json of the same file, measured in the same run.
+
+    python benchmarks/bench_ingest.py [--records 100000] [--keep]
+
+Prints wall times, ratios and peak RSS of each step (each runs in a fresh subprocess):
+  (a) transcripts ingest (parse + store, no analysis)   goal <= 2x read_json
+  (a') full ingest with tagging and analysis            goal <= 4x read_json (issue 3)
+  (b) duckdb read_json of the file into a table         the reference
+  re-ingest of the unchanged file                       goal <= 2% of (a')
+  ingest after appending 1k records                     goal <= 5% of (a')
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _corpus import write_corpus  # noqa: E402
+
+
+def run(code: str) -> tuple[float, float]:
+    """Run python code in a subprocess; return (seconds, peak RSS MiB)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t
+    if status != 0:
+        raise SystemExit(f"step failed: {code}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench_ingest_"))
+    src = work / "session.jsonl"
+    write_corpus(src, args.records)
+    mb = src.stat().st_size / 2**20
+    print(f"corpus: {args.records} records, {mb:.1f} MB at {src}")
+
+    ref, ref_rss = run(
+        "import duckdb; c = duckdb.connect(r'%s');"
+        "c.execute(\"CREATE TABLE t AS SELECT * FROM read_json('%s', format='newline_delimited',"
+        " maximum_object_size=104857600)\")" % (work / "ref.duckdb", src)
+    )
+    lite, lite_rss = run(
+        "from analytics.ingest import ingest;"
+        f"ingest([r'{src}'], db=r'{work / 'lite.duckdb'}', analyse=False, redact=False, build_index=False)"
+    )
+    full_db = work / "full.duckdb"
+    full, full_rss = run(f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{full_db}')")
+    again, _ = run(f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{full_db}')")
+    write_corpus(src, 1000, start=args.records)
+    append, append_rss = run(f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{full_db}')")
+
+    rows = [
+        ("duckdb read_json (reference)", ref, ref_rss, None),
+        ("ingest, parse+store only", lite, lite_rss, lite / ref),
+        ("ingest, full (tags, analysis, redaction, index)", full, full_rss, full / ref),
+        ("re-ingest unchanged", again, None, again / full),
+        ("append 1k records", append, append_rss, append / full),
+    ]
+    print(f"{'step':<50} {'seconds':>8} {'peak MiB':>9} {'ratio':>8}")
+    for name, secs, rss, ratio in rows:
+        r = f"{ratio:.3f}" if ratio is not None else "-"
+        m = f"{rss:.0f}" if rss is not None else "-"
+        print(f"{name:<50} {secs:>8.2f} {m:>9} {r:>8}")
+    print("goals: parse+store <= 2.0x ref; full <= 4.0x ref; re-ingest <= 0.02 of full; "
+          "append <= 0.05 of full; peak RSS <= 1536 MiB")
+    if not args.keep:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The CLI: documented, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from analytics.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def _commands() -> list[str]:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    return sorted(group.commands)  # type: ignore[attr-defined]
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name in _commands():
+        assert f"`transcripts {name}" in readme, f"command {name} missing from README"
+
+
+@pytest.mark.parametrize("name", _commands())
+def test_every_command_has_help(name: str) -> None:
+    res = runner.invoke(app, [name, "--help"])
+    assert res.exit_code == 0
+    assert "Usage" in res.output
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "analytics.cli", *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+def test_missing_database_is_one_clear_line(tmp_path: Path) -> None:
+    res = _run("sessions", "--db", str(tmp_path / "nope.duckdb"), cwd=tmp_path)
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error:") and "nope.duckdb" in lines[0]
+    assert "Traceback" not in res.stderr
+
+
+def test_unknown_format_names_file_and_formats_and_exits_1(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.md"
+    bad.write_text("# not a transcript\n")
+    good = tmp_path / "s.jsonl"
+    good.write_text(json.dumps({
+        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
+        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "ok?"},
+    }) + "\n")
+    res = _run("ingest", str(tmp_path), "--db", str(tmp_path / "t.duckdb"), cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    assert "notes.md" in res.stderr and "claude_code" in res.stderr and "codex" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert "Ingest summary" in res.stdout
+
+
+def test_bad_format_option_is_a_usage_error(tmp_path: Path) -> None:
+    res = _run("ingest", str(tmp_path), "--format", "aider", "--db", str(tmp_path / "t.duckdb"),
+               cwd=tmp_path)
+    assert res.returncode == 2
+    assert "aider" in res.stderr and "transcript_text" in res.stderr
+
+
+def test_unknown_session_is_one_line(tmp_path: Path) -> None:
+    good = tmp_path / "s.jsonl"
+    good.write_text(json.dumps({
+        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
+        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "hello"},
+    }) + "\n")
+    db = str(tmp_path / "t.duckdb")
+    assert _run("ingest", str(good), "--db", db, cwd=tmp_path).returncode == 0
+    res = _run("show", "zzz-none", "--db", db, cwd=tmp_path)
+    assert res.returncode == 1 and "zzz-none" in res.stderr and "Traceback" not in res.stderr
+    ok = _run("show", "abc", "--db", db, cwd=tmp_path)
+    assert ok.returncode == 0 and "hello" in ok.stdout

@@ -1,0 +1,189 @@
+"""Format detection by content, walking folders into units, and the module registry."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from analytics.errors import SourceError, UnknownFormatError, UsageError
+from analytics.models import FORMATS, Ledger
+from analytics.sources.detect import detect_format, get_module, iter_inputs
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
+OPENCODE_EXPORT = FIXTURES / "opencode" / "export_aborts.json"
+DATA_HOME = FIXTURES / "opencode" / "data_home"
+TEXT = FIXTURES / "transcript_text" / "bracket_style.txt"
+
+
+def sample(rel: str) -> Path:
+    path = SAMPLES / rel
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    return path
+
+
+def needs(module: str) -> None:
+    if importlib.util.find_spec(f"analytics.sources.{module}") is None:
+        pytest.skip(f"analytics.sources.{module} not written yet")
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def test_own_formats() -> None:
+    assert detect_format(OPENCODE_EXPORT) == "opencode"
+    assert detect_format(DATA_HOME) == "opencode"
+    assert detect_format(DATA_HOME / "storage") == "opencode"
+    assert detect_format(TEXT) == "transcript_text"
+    assert detect_format(FIXTURES / "transcript_text" / "angle_style.txt") == "transcript_text"
+
+
+def test_opencode_db(tmp_path: Path) -> None:
+    db = tmp_path / "opencode.db"
+    con = sqlite3.connect(db)
+    con.executescript(
+        "CREATE TABLE session (id TEXT); CREATE TABLE message (id TEXT, session_id TEXT, data TEXT);"
+        "CREATE TABLE part (id TEXT, message_id TEXT, session_id TEXT, data TEXT);"
+    )
+    con.close()
+    assert detect_format(db) == "opencode"
+
+
+@pytest.mark.parametrize(
+    ("rel", "fmt"),
+    [
+        ("claude_code/ccl_37f83ec9_v1.0.51_interrupts.jsonl", "claude_code"),
+        ("claude_code/ccl_7acd37a8_v2.0.42_bgbash_bashoutput_killshell.jsonl", "claude_code"),
+        ("codex/agent-sessions_codex_small_schema_coverage_SYNTHETIC.jsonl", "codex"),
+    ],
+)
+def test_other_engineers_formats(rel: str, fmt: str) -> None:
+    needs(fmt)
+    assert detect_format(sample(rel)) == fmt
+
+
+@pytest.mark.parametrize(
+    ("rel", "hint"),
+    [
+        ("swe_agent/marshmallow-1867_function_calling_replace_from_source.traj", "SWE-agent"),
+        ("swe_agent/gpt4_pydicom-1458_legacy_v0.traj", "SWE-agent"),
+        ("openhands/basic_gui_mode.json", "OpenHands"),
+        ("inspect/log_streaming.eval", "Inspect"),
+        ("inspect/log_tool_call_error.json", "Inspect"),
+    ],
+)
+def test_unsupported_samples_rejected(rel: str, hint: str) -> None:
+    path = sample(rel)
+    with pytest.raises(UnknownFormatError) as info:
+        detect_format(path)
+    message = str(info.value)
+    assert str(path) in message and hint in message
+    for fmt in FORMATS:
+        assert fmt in message
+    assert info.value.formats == list(FORMATS)
+
+
+@pytest.mark.parametrize(
+    ("content", "hint"),
+    [
+        (b"", "empty file"),
+        (b"  \n\n", "empty file"),
+        (bytes(range(256)) * 4, "binary"),
+        (b'{"hello": "world", "items": [1, 2, 3]}', "JSON of an unknown shape"),
+        (b"[1, 2, 3]", "JSON of an unknown shape"),
+        (b"# Notes\n\nNothing to see; [msg 3] user: appears mid-line only.\n", "message header"),
+    ],
+)
+def test_garbage_rejected(tmp_path: Path, content: bytes, hint: str) -> None:
+    path = tmp_path / "input.json"
+    path.write_bytes(content)
+    with pytest.raises(UnknownFormatError, match=hint):
+        detect_format(path)
+
+
+def test_missing_path_and_plain_folder(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="no such file"):
+        detect_format(tmp_path / "nope.jsonl")
+    with pytest.raises(UnknownFormatError, match="not an opencode storage folder"):
+        detect_format(tmp_path)
+
+
+def test_non_opencode_sqlite_rejected(tmp_path: Path) -> None:
+    db = tmp_path / "app.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE users (id INTEGER)")
+    con.close()
+    with pytest.raises(UnknownFormatError, match="SQLite"):
+        detect_format(db)
+
+
+def test_detected_format_parses_with_balanced_ledger() -> None:
+    for path in (OPENCODE_EXPORT, DATA_HOME, TEXT):
+        module = get_module(detect_format(path))
+        ledger = Ledger()
+        items = list(module.parse(path, ledger))
+        assert items
+        assert ledger.records_read == ledger.records_stored + ledger.records_quarantined
+
+
+# --------------------------------------------------------------------------- iter_inputs
+
+
+def test_iter_inputs_units(tmp_path: Path) -> None:
+    home = tmp_path / "share" / "opencode"
+    shutil.copytree(DATA_HOME, home)
+    (home / "opencode.db").write_bytes(b"")  # unreadable db: yielded, format unknown
+    (home / "opencode.db-wal").write_bytes(b"x")
+    (home / "opencode.db-shm").write_bytes(b"x")
+    logs = tmp_path / "logs"
+    (logs / ".git" / "objects").mkdir(parents=True)
+    (logs / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    shutil.copy(TEXT, logs / "run1.txt")
+    shutil.copy(OPENCODE_EXPORT, logs / "export.json")
+    (logs / "agent-1.meta.json").write_text('{"agentType": "general"}')
+    (logs / "transcripts.duckdb").write_bytes(b"x")
+    (logs / "transcripts.duckdb.wal").write_bytes(b"x")
+    (logs / "notes.md").write_text("hello\n")
+
+    units = dict(iter_inputs([tmp_path]))
+    assert units == {
+        logs / "export.json": "opencode",
+        logs / "notes.md": None,
+        logs / "run1.txt": "transcript_text",
+        home / "opencode.db": None,
+        home / "storage": "opencode",
+    }
+
+
+def test_iter_inputs_storage_given_directly() -> None:
+    assert list(iter_inputs([DATA_HOME / "storage"])) == [(DATA_HOME / "storage", "opencode")]
+    assert list(iter_inputs([DATA_HOME])) == [(DATA_HOME, "opencode")]
+
+
+def test_iter_inputs_explicit_files_always_yielded(tmp_path: Path) -> None:
+    meta = tmp_path / "agent-1.meta.json"
+    meta.write_text("{}")
+    missing = tmp_path / "missing.txt"
+    assert list(iter_inputs([meta, missing, TEXT])) == [
+        (meta, None),
+        (missing, None),
+        (TEXT, "transcript_text"),
+    ]
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_get_module() -> None:
+    module = get_module("opencode")
+    assert module.FORMAT == "opencode" and module.APPENDABLE is False
+    assert get_module("transcript_text").FORMAT == "transcript_text"
+    with pytest.raises(UsageError) as info:
+        get_module("aider")
+    for fmt in FORMATS:
+        assert fmt in str(info.value)

@@ -1,0 +1,175 @@
+"""The ingest guarantees: nothing lost, idempotent, incremental, one transaction per file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analytics.ingest import ingest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "samples"
+
+
+def _cc_line(i: int, session: str = "11111111-2222-3333-4444-555555555555") -> dict:
+    role = "user" if i % 2 == 0 else "assistant"
+    msg: dict = {"role": role, "content": f"message number {i}"}
+    if role == "assistant":
+        msg = {
+            "id": f"msg_{i}", "type": "message", "role": "assistant", "model": "claude-x",
+            "content": [{"type": "text", "text": f"reply {i}"}], "stop_reason": "end_turn",
+        }
+    return {
+        "parentUuid": f"u{i - 1}" if i else None, "isSidechain": False, "userType": "external",
+        "cwd": "/w", "sessionId": session, "version": "2.0.42", "type": role,
+        "message": msg, "uuid": f"u{i}", "timestamp": f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000Z",
+    }
+
+
+def _write(path: Path, lines: list[dict], tail: str = "") -> None:
+    with path.open("w") as f:
+        for obj in lines:
+            f.write(json.dumps(obj) + "\n")
+        f.write(tail)
+
+
+def _counts(db: Path) -> dict[str, int]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        out = {}
+        for t in ("sessions", "messages", "tool_calls", "raw_records", "quarantine", "tags"):
+            out[t] = con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        return out
+    finally:
+        con.close()
+
+
+def _ledger(db: Path) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(
+            "SELECT path, records_read, records_stored, records_quarantined FROM ingest_files"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_counts_reconcile_and_reingest_is_a_no_op(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(40)], tail="{not json\n")
+    db = tmp_path / "t.duckdb"
+    first = ingest([src], db=db)
+    assert not first.errors
+    before = _counts(db)
+    assert before["messages"] == 40 and before["quarantine"] == 1
+    for _, read, stored, quarantined in _ledger(db):
+        assert read == stored + quarantined == 41
+    second = ingest([src], db=db)
+    assert [f.status for f in second.files] == ["unchanged"]
+    assert _counts(db) == before
+
+
+def test_append_reads_only_the_new_lines(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(30)]
+    _write(src, lines[:20])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    _write(src, lines)  # same prefix, 10 more lines
+    res = ingest([src], db=db)
+    assert [f.status for f in res.files] == ["appended"]
+    con = duckdb.connect(str(db), read_only=True)
+    idx = [r[0] for r in con.execute("SELECT msg_idx FROM messages ORDER BY 1").fetchall()]
+    src_ids = [r[0] for r in con.execute("SELECT source_id FROM messages ORDER BY msg_idx").fetchall()]
+    con.close()
+    assert idx == list(range(30))
+    assert src_ids == [f"u{i}" for i in range(30)]
+    # The appended result equals a clean ingest of the whole file.
+    clean = tmp_path / "clean.duckdb"
+    ingest([src], db=clean)
+    assert _counts(clean) == _counts(db)
+
+
+def test_half_written_last_line_is_read_again_when_completed(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(10)]
+    full = json.dumps(lines[9])
+    _write(src, lines[:9], tail=full[: len(full) // 2])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    assert _counts(db)["quarantine"] == 1
+    _write(src, lines)
+    ingest([src], db=db)
+    counts = _counts(db)
+    assert counts["messages"] == 10 and counts["quarantine"] == 0
+    (_, read, stored, quarantined), = _ledger(db)
+    assert (read, stored, quarantined) == (10, 10, 0)
+
+
+def test_rewritten_file_replaces_its_rows(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(10)])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    _write(src, [_cc_line(i) for i in range(5)])
+    res = ingest([src], db=db)
+    assert [f.status for f in res.files] == ["ingested"]
+    assert _counts(db)["messages"] == 5
+
+
+def test_unknown_file_is_one_error_and_the_run_goes_on(tmp_path: Path) -> None:
+    good = tmp_path / "a.jsonl"
+    _write(good, [_cc_line(i) for i in range(4)])
+    (tmp_path / "notes.txt").write_text("just some notes\nnothing to see\n")
+    res = ingest([tmp_path], db=tmp_path / "t.duckdb")
+    assert len(res.errors) == 1
+    err = res.errors[0].error or ""
+    assert "notes.txt" in err and "claude_code" in err and "\n" not in err
+    assert res.totals()["messages"] == 4
+
+
+def test_stable_ids_across_databases(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(6)])
+    ids = []
+    for name in ("a.duckdb", "b.duckdb"):
+        ingest([src], db=tmp_path / name)
+        con = duckdb.connect(str(tmp_path / name), read_only=True)
+        ids.append(con.execute("SELECT session_id, msg_idx, source_id FROM messages ORDER BY 2").fetchall())
+        con.close()
+    assert ids[0] == ids[1]
+    assert ids[0][0][0] == "claude_code:11111111-2222-3333-4444-555555555555"
+
+
+def test_a_copied_file_does_not_merge_into_the_original(tmp_path: Path) -> None:
+    a = tmp_path / "a" / "s.jsonl"
+    a.parent.mkdir()
+    _write(a, [_cc_line(i) for i in range(6)])
+    b = tmp_path / "b" / "s.jsonl"
+    b.parent.mkdir()
+    shutil.copy(a, b)
+    db = tmp_path / "t.duckdb"
+    ingest([tmp_path], db=db)
+    con = duckdb.connect(str(db), read_only=True)
+    per = con.execute("SELECT session_id, count(*) FROM messages GROUP BY 1 ORDER BY 1").fetchall()
+    con.close()
+    assert [n for _, n in per] == [6, 6]
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared/samples not present")
+def test_real_samples_reconcile(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    res = ingest([SHARED / "claude_code", SHARED / "codex"], db=db)
+    assert not res.errors
+    for _, read, stored, quarantined in _ledger(db):
+        assert read == stored + quarantined
+    con = duckdb.connect(str(db), read_only=True)
+    # Every non-blank line of every file is accounted for.
+    for path, read in con.execute("SELECT path, records_read FROM ingest_files").fetchall():
+        with open(path, "rb") as f:
+            assert read == sum(1 for line in f if line.strip())
+    con.close()
