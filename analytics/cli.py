@@ -58,12 +58,16 @@ def _print_summary(summary: object) -> None:
     for f in summary.errors:
         err.print(f"[red]Error:[/red] {f.error}", highlight=False, soft_wrap=True)
     t = summary.totals()
-    table = Table(title=f"Ingest summary → {summary.db}")
-    for col in ("files", "ingested", "unchanged", "errors", "sessions", "messages",
-                "records_read", "quarantined"):
-        table.add_column(col, justify="right")
-    table.add_row(*(str(t[c]) for c in ("files", "ingested", "unchanged", "errors", "sessions",
-                                         "messages", "records_read", "quarantined")))
+    table = Table(title=f"Ingest summary → {summary.db}", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    labels = {
+        "files": "files", "ingested": "  ingested or appended", "unchanged": "  unchanged",
+        "errors": "  errors", "sessions": "sessions", "messages": "messages",
+        "records_read": "records read", "quarantined": "records quarantined",
+    }
+    for key, label in labels.items():
+        table.add_row(label, str(t[key]))
     out.print(table)
 
 
@@ -103,7 +107,7 @@ def ingest(
         raise typer.Exit(1)
 
 
-def _run_with_progress(run_ingest, targets, db, fmt, redact, rules):  # type: ignore[no-untyped-def]
+def _run_with_progress(run_ingest, targets, db, fmt, redact, rules):  # noqa: ANN001
     from analytics.ingest import fingerprint
 
     if not sys.stderr.isatty():
@@ -280,7 +284,8 @@ def demo(
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except AnalyticsError as exc:
         err.print(f"Error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
@@ -292,12 +297,12 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("Interrupted.")
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:
+        # Usage errors from the (vendored) click parser: shown as click shows them, exit 2.
+        show = getattr(exc, "show", None)
+        if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
+            show()
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         raise
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from analytics.store.db import connect, default_db
 from analytics.store.writer import append
 
 FLUSH_EVERY = 20_000
+RELEASE_LOCK_EVERY_S = 1.0
 SESSION_TABLES = (
     "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
     "measurements", "campaigns", "levers", "readiness_claims", "redactions",
@@ -375,7 +377,8 @@ class Ingestor:
         resume: Resume | None,
     ) -> FileResult:
         con = self.con
-        base = {"read": 0, "stored": 0, "quarantined": 0, "unknown": {}}
+        base_read = base_stored = base_quarantined = 0
+        base_unknown: dict[str, int] = {}
         if resume is None:
             _delete_path(con, key)
         else:
@@ -387,12 +390,11 @@ class Ingestor:
                 [key, resume.line],
             ).fetchall()
             assert prev is not None
-            base = {
-                "read": prev["records_read"] - len(stale),
-                "stored": prev["records_stored"],
-                "quarantined": prev["records_quarantined"] - len(stale),
-                "unknown": orjson.loads(prev["unknown_types"]) if prev["unknown_types"] else {},
-            }
+            base_read = int(prev["records_read"]) - len(stale)
+            base_stored = int(prev["records_stored"])
+            base_quarantined = int(prev["records_quarantined"]) - len(stale)
+            if prev["unknown_types"]:
+                base_unknown = dict(orjson.loads(prev["unknown_types"]))
         taken = dict(con.execute(
             "SELECT session_id, source_path FROM sessions WHERE source_path <> ?", [key]
         ).fetchall())
@@ -413,12 +415,12 @@ class Ingestor:
 
             for sid in set(loader.first_idx) | set(loader.sessions):
                 refresh_session_stats(con, sid)
-        unknown = dict(base["unknown"])
+        unknown = dict(base_unknown)
         for k, v in ledger.unknown_types.items():
             unknown[k] = unknown.get(k, 0) + v
-        read = base["read"] + ledger.records_read
-        stored = base["stored"] + ledger.records_stored
-        quarantined = base["quarantined"] + ledger.records_quarantined
+        read = base_read + ledger.records_read
+        stored = base_stored + ledger.records_stored
+        quarantined = base_quarantined + ledger.records_quarantined
         end_offset = ledger.end_offset or (resume.offset if resume else 0)
         prefix_sha = content_sha(path, end_offset) if getattr(module, "APPENDABLE", False) else None
         con.execute("DELETE FROM ingest_files WHERE path = ?", [key])
@@ -447,7 +449,7 @@ def iter_units(paths: Iterable[Path], fmt: str = "auto") -> Iterator[tuple[Path,
     """(path, format or None, error) for every unit under ``paths``."""
     from analytics.errors import UnknownFormatError
     from analytics.models import FORMATS
-    from analytics.sources.detect import iter_inputs
+    from analytics.sources.detect import detect_format, iter_inputs
 
     for path in paths:
         if not path.exists():
@@ -456,7 +458,12 @@ def iter_units(paths: Iterable[Path], fmt: str = "auto") -> Iterator[tuple[Path,
         for unit, detected in iter_inputs([path]):
             chosen = detected if fmt == "auto" else fmt
             if chosen is None:
-                yield unit, None, str(UnknownFormatError(str(unit), list(FORMATS)))
+                try:
+                    detect_format(unit)
+                    reason = str(UnknownFormatError(str(unit), list(FORMATS)))
+                except AnalyticsError as exc:
+                    reason = str(exc)
+                yield unit, None, reason
             else:
                 yield unit, chosen, None
 
@@ -484,7 +491,9 @@ def ingest(
     if fmt != "auto" and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose one of: auto, {', '.join(FORMATS)}")
     db_path = str(db or default_db())
-    con = connect(db_path, read_only=False, wait_s=float(os.environ.get("TRANSCRIPTS_LOCK_WAIT", "30")))
+    wait_s = float(os.environ.get("TRANSCRIPTS_LOCK_WAIT", "30"))
+    con = connect(db_path, read_only=False, wait_s=wait_s)
+    opened = time.monotonic()
     summary = IngestSummary(db=db_path)
     try:
         ingestor = Ingestor(con, fmt, redact, Path(rules) if rules else None, analyse)
@@ -492,13 +501,25 @@ def ingest(
             if error or chosen is None:
                 summary.files.append(FileResult(str(unit), None, "error", error=error))
                 continue
+            if time.monotonic() - opened > RELEASE_LOCK_EVERY_S:
+                # Let readers (the app, notebooks) in between files: DuckDB allows one
+                # process at a time on a file that a writer holds.
+                con.close()
+                con = connect(db_path, read_only=False, wait_s=wait_s)
+                ingestor.con = con
+                opened = time.monotonic()
             try:
                 summary.files.append(ingestor.ingest_unit(unit, chosen))
             except AnalyticsError as exc:
                 summary.files.append(FileResult(str(unit), chosen, "error", error=str(exc)))
-            except (OSError, duckdb.Error, ValueError) as exc:
-                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                summary.files.append(FileResult(str(unit), chosen, "error", error=f"{unit}: {msg}"))
+            except Exception as exc:  # one bad file must not stop the run
+                if os.environ.get("TRANSCRIPTS_DEBUG"):
+                    raise
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                msg = f"{unit}: {type(exc).__name__}: {first}".rstrip(": ")
+                if not isinstance(exc, (OSError, duckdb.Error, ValueError)):
+                    msg += " (internal error; rerun with TRANSCRIPTS_DEBUG=1 for a traceback)"
+                summary.files.append(FileResult(str(unit), chosen, "error", error=msg))
             if progress is not None:
                 try:
                     progress(str(unit), fingerprint(unit)[0])

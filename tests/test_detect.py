@@ -43,15 +43,18 @@ def test_own_formats() -> None:
     assert detect_format(FIXTURES / "transcript_text" / "angle_style.txt") == "transcript_text"
 
 
-def test_opencode_db(tmp_path: Path) -> None:
-    db = tmp_path / "opencode.db"
+def tiny_db(db: Path) -> Path:
     con = sqlite3.connect(db)
     con.executescript(
         "CREATE TABLE session (id TEXT); CREATE TABLE message (id TEXT, session_id TEXT, data TEXT);"
         "CREATE TABLE part (id TEXT, message_id TEXT, session_id TEXT, data TEXT);"
     )
     con.close()
-    assert detect_format(db) == "opencode"
+    return db
+
+
+def test_opencode_db(tmp_path: Path) -> None:
+    assert detect_format(tiny_db(tmp_path / "opencode-beta.db")) == "opencode"
 
 
 @pytest.mark.parametrize(
@@ -161,8 +164,19 @@ def test_iter_inputs_units(tmp_path: Path) -> None:
 
 
 def test_iter_inputs_storage_given_directly() -> None:
-    assert list(iter_inputs([DATA_HOME / "storage"])) == [(DATA_HOME / "storage", "opencode")]
-    assert list(iter_inputs([DATA_HOME])) == [(DATA_HOME, "opencode")]
+    storage = DATA_HOME / "storage"
+    assert list(iter_inputs([storage])) == [(storage, "opencode")]
+    assert list(iter_inputs([DATA_HOME])) == [(storage, "opencode")]
+
+
+def test_iter_inputs_prefers_db_over_migrated_storage(tmp_path: Path) -> None:
+    home = tmp_path / "opencode"
+    shutil.copytree(DATA_HOME, home)
+    tiny_db(home / "opencode.db")
+    assert list(iter_inputs([tmp_path])) == [(home / "opencode.db", "opencode")]
+    assert detect_format(home) == "opencode"  # the parent folder, parsed from the db
+    ledger = Ledger()
+    assert [type(i).__name__ for i in get_module("opencode").parse(home, ledger)] == []
 
 
 def test_iter_inputs_explicit_files_always_yielded(tmp_path: Path) -> None:

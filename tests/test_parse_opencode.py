@@ -9,6 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analytics.models import Ledger, Message, ParsedItem, Quarantined, RawRecord, Session, ToolCall
 from analytics.sources import opencode
@@ -309,3 +311,41 @@ def test_folder_with_only_a_db(tmp_path: Path) -> None:
     make_db(tmp_path / "opencode.db").close()
     items, _ = run(tmp_path)
     assert len(of(items, Message)) == 8
+
+
+# --------------------------------------------------------------------------- robustness
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["id", "type", "role", "state", "status", "time", "text", "error"]),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=10,
+)
+
+
+@given(st.integers(0, 8), st.integers(0, 5), _JSON, st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_export_with_random_records_never_crashes(
+    msg: int, part: int, junk: object, replace_info: bool
+) -> None:
+    import tempfile
+
+    doc = json.loads(EXPORT.read_text())
+    target = doc["messages"][msg]
+    if replace_info:
+        target["info"] = junk
+    elif part < len(target["parts"]):
+        target["parts"][part] = junk
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "export.json"
+        path.write_text(json.dumps(doc))
+        items, ledger = run(path)
+    assert of(items, Session)
+    messages = of(items, Message)
+    assert [m.msg_idx for m in messages] == list(range(len(messages)))

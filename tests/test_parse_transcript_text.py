@@ -7,6 +7,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analytics.models import Ledger, Message, ParsedItem, RawRecord, Session, ToolCall
 from analytics.sources import transcript_text as tt
@@ -201,3 +203,41 @@ def test_invalid_utf8_does_not_crash(tmp_path: Path) -> None:
     path.write_bytes(b"[msg 1] user: caf\xe9\n")
     items, _ = run(path)
     assert of(items, Message)[0].text.startswith("caf")
+
+
+# --------------------------------------------------------------------------- robustness
+
+_LINES = [
+    "[msg 1] user: ok?",
+    "<msg id=2> assistant: checking",
+    "[msg 3 2025-06-01T10:00:00Z] assistant:",
+    "[bash] for i in 1 2; do",
+    "[bash] cat <<EOF",
+    "[bash] echo 'open",
+    "[read] /etc/hosts",
+    "EOF",
+    "done",
+    "fi",
+    "  sleep 5 \\",
+    "Exit code: 3",
+    "User aborted the command",
+    "plain prose line",
+    "",
+    "'\"`{}()",
+]
+
+
+@given(st.lists(st.sampled_from(_LINES), max_size=40))
+@settings(max_examples=150, deadline=None)
+def test_any_line_mix_parses(lines: list[str]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fuzz.txt"
+        path.write_text("\n".join(lines) + "\n")
+        items, ledger = run(path)
+    messages = of(items, Message)
+    assert ledger.records_read == len(messages) + len(of(items, RawRecord))
+    assert [m.msg_idx for m in messages] == list(range(len(messages)))
+    for call in of(items, ToolCall):
+        assert call.status in ("completed", "error", "aborted")

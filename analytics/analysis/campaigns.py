@@ -402,7 +402,7 @@ class _LeverWalk:
             return
         if ev.lever in self.concluded:
             return
-        note = f"msg {self.ref(ev.msg_idx)}: {ev.detail[:160]}"
+        note = f"{self.ref(ev.msg_idx)}: {ev.detail[:160]}"
         self._open(ev.lever, ev.msg_idx, "mention", note)
 
     def launch(self, ev: Event) -> None:
@@ -415,7 +415,7 @@ class _LeverWalk:
         fresh = [s for s in specs if s.name not in self.concluded]
         open_cur = cur if cur and not cur.frozen else None
         if open_cur and open_cur.name in names:
-            open_cur.touch(ev.msg_idx, f"launch at msg {self.ref(ev.msg_idx)}: {changes}")
+            open_cur.touch(ev.msg_idx, f"launch at {self.ref(ev.msg_idx)}: {changes}")
             return
         primary = [s for s in fresh if s.role == "primary"]
         if primary:
@@ -423,14 +423,14 @@ class _LeverWalk:
                 primary[0].name,
                 ev.msg_idx,
                 "launch",
-                f"launch at msg {self.ref(ev.msg_idx)}: {changes}",
+                f"launch at {self.ref(ev.msg_idx)}: {changes}",
             )
             return
         if open_cur and open_cur.failures and not self._is_retry(open_cur, ev, specs):
             open_cur.frozen = True  # reverted after the failure: later numbers are not its
         elif open_cur:
             verb = "relaunched" if open_cur.failures else "launch"
-            note = f"{verb} at msg {self.ref(ev.msg_idx)}" + (f" with {changes}" if changes else "")
+            note = f"{verb} at {self.ref(ev.msg_idx)}" + (f" with {changes}" if changes else "")
             open_cur.touch(ev.msg_idx, note)
             return
         if fresh:
@@ -438,12 +438,12 @@ class _LeverWalk:
                 fresh[0].name,
                 ev.msg_idx,
                 "launch",
-                f"launch at msg {self.ref(ev.msg_idx)}: {changes}",
+                f"launch at {self.ref(ev.msg_idx)}: {changes}",
             )
         elif ev.changed and not specs:
             name = f"launch flags ({changes[:60]})"
             self._open(
-                name, ev.msg_idx, "launch", f"launch at msg {self.ref(ev.msg_idx)}: {changes}"
+                name, ev.msg_idx, "launch", f"launch at {self.ref(ev.msg_idx)}: {changes}"
             )
 
     def _is_retry(self, cur: _Draft, ev: Event, specs: list[LeverSpec]) -> bool:
@@ -468,19 +468,19 @@ class _LeverWalk:
         if any(m == ev.msg_idx for m, _ in cur.failures):
             return
         cur.failures.append((ev.msg_idx, kind))
-        cur.touch(ev.msg_idx, f"{kind} at msg {self.ref(ev.msg_idx)}")
+        cur.touch(ev.msg_idx, f"{kind} at {self.ref(ev.msg_idx)}")
 
     def not_applicable(self, ev: Event) -> None:
         assert ev.lever
         cur = self.current
         if cur and cur.name == ev.lever and cur.after is None:
             cur.na_msg = ev.msg_idx
-            cur.touch(ev.msg_idx, f"msg {self.ref(ev.msg_idx)}: {ev.detail[:160]}")
+            cur.touch(ev.msg_idx, f"{self.ref(ev.msg_idx)}: {ev.detail[:160]}")
             return
         if ev.lever in self.concluded:
             return
         draft = self._open(
-            ev.lever, ev.msg_idx, "text", f"msg {self.ref(ev.msg_idx)}: {ev.detail[:160]}"
+            ev.lever, ev.msg_idx, "text", f"{self.ref(ev.msg_idx)}: {ev.detail[:160]}"
         )
         draft.na_msg = ev.msg_idx
 
@@ -533,13 +533,13 @@ def _finish(
             delta = round((float(after or 0) - before) / before * 100, 2)
             outcome = classify_delta(delta, lower_better)
             notes.append(
-                f"{metric}{label} {before:g} → {after:g} ({delta:+.1f}%) at msg {ref(evidence)}"
+                f"{metric}{label} {before:g} → {after:g} ({delta:+.1f}%) at {ref(evidence)}"
             )
             if outcome in ("improved", "no_effect"):
                 reference[(str(metric), draft.after.label)] = float(after or 0)
         else:
             notes.append(
-                f"{metric}{label} = {after:g} at msg {ref(evidence)}, nothing comparable before"
+                f"{metric}{label} = {after:g} at {ref(evidence)}, nothing comparable before"
             )
     elif draft.failures:
         outcome = "failed"
@@ -628,7 +628,7 @@ def _campaign(
         + _failure_events(frames)
         + _measure_events(frames.measurements, [metric])
     )
-    walk = _LeverWalk(vocab, frames.source_id)
+    walk = _LeverWalk(vocab, frames.ref)
     reference: dict[tuple[str, str | None], float] = {}
     baseline: float | None = None
     finished: list[Lever] = []
@@ -661,7 +661,7 @@ def _campaign(
                         len(finished) + 1,
                         campaign_id,
                         frames.session_id,
-                        frames.source_id,
+                        frames.ref,
                     )
                 )
     if walk.drafts:
@@ -673,7 +673,7 @@ def _campaign(
                 len(finished) + 1,
                 campaign_id,
                 frames.session_id,
-                frames.source_id,
+                frames.ref,
             )
         )
     elif baseline is None:

@@ -145,7 +145,10 @@ def judge_check(command: str, output: str, kind: str) -> tuple[bool | None, str]
         return None, "test run without a verdict"
     failure = cfg["failure"].search(output)
     if failure:
-        return False, f"error in its output: {_short(output[failure.start() : failure.start() + 80])!r}"
+        return (
+            False,
+            f"error in its output: {_short(output[failure.start() : failure.start() + 80])!r}",
+        )
     if kind == "benchmark":
         if cfg["benchmark_done"].search(output):
             return True, "benchmark completed"
@@ -159,31 +162,33 @@ def judge_check(command: str, output: str, kind: str) -> tuple[bool | None, str]
     return True, f"sane generation: {_short(text, 60)!r}"
 
 
-def _checks(frames: SessionFrames, lo: int, hi: int) -> list[Signal]:
-    """Functional checks (smoke tests, benchmarks, test runs) made in [lo, hi)."""
+def _checks(frames: SessionFrames, lo: int, hi: int) -> list[tuple[Signal, str]]:
+    """Functional checks (smoke tests, benchmarks, test runs) made in [lo, hi), with
+    the command that made them."""
     cfg = config().text
     smoke, bench = _tagged(frames, "smoke_test"), _tagged(frames, "benchmark")
     tc = frames.tool_calls
-    signals: list[Signal] = []
+    signals: list[tuple[Signal, str]] = []
     if tc.empty:
         return signals
     calls = tc[(tc["msg_idx"] >= lo) & (tc["msg_idx"] < hi)]
     for r in calls.itertuples(index=False):
         msg, command, output = int(r.msg_idx), str(r.command or ""), str(r.output or "")
         at = int(r.result_msg_idx) if pd.notna(r.result_msg_idx) else msg
+        only = int((tc["msg_idx"] == msg).sum()) == 1
         if cfg["test_command"].search(command):
             kind = "tests"
-        elif msg in bench or at in bench:
+        elif (msg in bench or at in bench) and (only or cfg["benchmark_done"].search(output)):
             kind = "benchmark"
-        elif msg in smoke or at in smoke or _SMOKE_COMMAND.search(command):
+        elif _SMOKE_COMMAND.search(command) or ((msg in smoke or at in smoke) and only):
             kind = "smoke test"
         else:
             continue
         if r.status == "aborted":
             continue
         passed, why = judge_check(command, output, kind)
-        signals.append(Signal(at, "check", f"{kind}: {why}", passed))
-    return sorted(signals, key=lambda s: s.msg_idx)
+        signals.append((Signal(at, "check", f"{kind}: {why}", passed), command))
+    return sorted(signals, key=lambda s: s[0].msg_idx)
 
 
 def _server_signals(frames: SessionFrames, lo: int, hi: int) -> list[Signal]:
@@ -195,12 +200,17 @@ def _server_signals(frames: SessionFrames, lo: int, hi: int) -> list[Signal]:
         rows = se[(se["msg_idx"] >= lo) & (se["msg_idx"] < hi)]
         for r in rows.itertuples(index=False):
             kind = next(
-                (k for k in ("ready", "graph_end", "graph_begin", "failure", "liveness")
-                 if r.event in cfg.events[k]),
+                (
+                    k
+                    for k in ("ready", "graph_end", "graph_begin", "failure", "liveness")
+                    if r.event in cfg.events[k]
+                ),
                 None,
             )
             if kind:
-                detail = f": {_short(str(r.detail))}" if isinstance(r.detail, str) and r.detail else ""
+                detail = (
+                    f": {_short(str(r.detail))}" if isinstance(r.detail, str) and r.detail else ""
+                )
                 signals.append(Signal(int(r.msg_idx), kind, f"{r.event}{detail}"))
         return signals
     for at, _command, output in _call_outputs(frames, lo, hi):
@@ -266,22 +276,48 @@ def _window_start(frames: SessionFrames, msg_idx: int, subject: str) -> int:
 
 
 def _describe(signals: list[Signal], ref: Any) -> str:
-    return ", ".join(f"{s.what} (msg {ref(s.msg_idx)})" for s in signals)
+    return ", ".join(f"{s.what} ({ref(s.msg_idx)})" for s in signals)
+
+
+def _precedes_claim(frames: SessionFrames, msg_idx: int, claim_pos: int | None, what: str) -> bool:
+    """In formats that inline tool calls in the message text (transcript_text), a call
+    written before the claim's text was seen by the claim."""
+    if claim_pos is None:
+        return False
+    msgs = frames.messages
+    hit = msgs.loc[msgs["msg_idx"] == msg_idx, "text"] if not msgs.empty else []
+    text = str(hit.iloc[0] or "") if len(hit) else ""
+    first = what.strip().splitlines()[0][:60] if what.strip() else ""
+    pos = text.find(first) if first else -1
+    return 0 <= pos < claim_pos
 
 
 def judge_claim(
-    frames: SessionFrames, msg_idx: int, claim_text: str, next_claim: int | None
+    frames: SessionFrames,
+    msg_idx: int,
+    claim_text: str,
+    next_claim: int | None,
+    claim_pos: int | None = None,
 ) -> ReadinessClaim:
-    ref = frames.source_id
+    ref = frames.ref
     subject = subject_of(claim_text)
     lo = _window_start(frames, msg_idx, subject)
-    server_before = _server_signals(frames, lo, msg_idx)
-    checks_before = _checks(frames, lo, msg_idx)
+    # Server observations printed in the claim's own message may be what it quotes;
+    # its checks count as after the claim unless written before the claim's text.
+    server_before = [
+        s
+        for s in _server_signals(frames, lo, msg_idx + 1)
+        if s.msg_idx < msg_idx or s.kind != "failure"
+    ]
+    own = _checks(frames, msg_idx, msg_idx + 1)
+    own_before = [s for s, cmd in own if _precedes_claim(frames, msg_idx, claim_pos, cmd)]
+    checks_before = [s for s, _ in _checks(frames, lo, msg_idx)] + own_before
     hi = msg_idx + LOOKAHEAD + 1
     if next_claim is not None:
         hi = min(hi, next_claim)
     after = sorted(
-        _checks(frames, msg_idx, hi)
+        [s for s, _ in own if s not in own_before]
+        + [s for s, _ in _checks(frames, msg_idx + 1, hi)]
         + [s for s in _server_signals(frames, msg_idx, hi) if s.kind == "failure"],
         key=lambda s: s.msg_idx,
     )
@@ -300,7 +336,7 @@ def judge_claim(
         basis = _describe(ready + passes or liveness, ref) or "no functional check"
         reason = (
             f"claimed on {basis}; the next check after it failed — "
-            f"{first_after.what} (msg {ref(first_after.msg_idx)})"
+            f"{first_after.what} ({ref(first_after.msg_idx)})"
         )
     elif passes and (ready or subject not in ("server", "deployment")):
         verdict = "supported"
@@ -308,6 +344,9 @@ def judge_claim(
     elif graph_open and not ready:
         verdict = "premature"
         reason = "CUDA graph capture was still in progress: " + _describe(graph_open, ref)
+        others = [s for s in liveness if s not in graph_open]
+        if others:
+            reason += "; besides that only liveness: " + _describe(others[-3:], ref)
     elif liveness and not ready and not passes:
         verdict = "premature"
         reason = (
@@ -319,7 +358,7 @@ def judge_claim(
         seen = _describe(ready + passes, ref)
         reason = f"only {seen}, no generation checked" if seen else "no evidence either way"
         if first_after is not None and first_after.passed:
-            reason += f"; a later check passed: {first_after.what} (msg {ref(first_after.msg_idx)})"
+            reason += f"; a later check passed: {first_after.what} ({ref(first_after.msg_idx)})"
     return ReadinessClaim(
         session_id=frames.session_id,
         msg_idx=msg_idx,
@@ -355,5 +394,6 @@ def judge_claims(frames: SessionFrames) -> list[ReadinessClaim]:
         evidence = row.evidence if isinstance(row.evidence, str) else None
         text = _claim_text(frames, int(row.msg_idx), evidence)
         next_claim = idx[n + 1] if n + 1 < len(idx) else None
-        claims.append(judge_claim(frames, int(row.msg_idx), text, next_claim))
+        pos = int(row.start_char) if pd.notna(row.start_char) else None
+        claims.append(judge_claim(frames, int(row.msg_idx), text, next_claim, pos))
     return claims

@@ -64,6 +64,11 @@ class SessionFrames:
                 return str(hit.iloc[0])
         return str(msg_idx)
 
+    def ref(self, msg_idx: int | None) -> str:
+        """How a reader finds a message: ``msg 6853`` or the native id itself."""
+        sid = self.source_id(msg_idx)
+        return sid if sid.lower().startswith("msg") else f"msg {sid}"
+
 
 @dataclass
 class SessionAnalysis:

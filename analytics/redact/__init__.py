@@ -25,6 +25,8 @@ from typing import Any
 from analytics.redact.patterns import (
     CHECKS,
     PatternSet,
+    Scan,
+    ascii_lower,
     classes,
     is_boundary,
     load_patterns,
@@ -120,8 +122,6 @@ class Redactor:
         self._he_kind: str = he["kind"]
         self._he_len = (int(he["min_len"]), int(he["max_len"]))
         self._he_words: tuple[str, ...] = tuple(he["context_words"])
-        words = [v for w in self._he_words for v in (w, w.upper(), w.title())]
-        self._triggers: tuple[str, ...] = tuple(sorted({*self._ps.triggers, *words}))
 
     @property
     def version(self) -> str:
@@ -130,13 +130,25 @@ class Redactor:
 
     def may_hold_secret(self, text: str) -> bool:
         """Fast path: False when no trigger substring occurs (then nothing is redacted)."""
-        return any(t in text for t in self._triggers)
+        return self._scan(text) is not None
+
+    def _scan(self, text: str) -> Scan | None:
+        """A Scan of ``text`` when one of the gate needles occurs in it, else None."""
+        low = ascii_lower(text)
+        if any(n in low for n in self._ps.gate):
+            return Scan(text, low)
+        return None
+
+    def _wants_entropy(self, scan: Scan) -> bool:
+        quoted = scan.has('"') or scan.has("'")
+        return quoted and any(scan.has_ci(w) for w in self._he_words)
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
         """Return ``text`` with secrets replaced, and the number replaced per kind."""
-        if not text or not self.may_hold_secret(text):
+        scan = self._scan(text) if text else None
+        if scan is None:
             return text, {}
-        findings = self.find(text)
+        findings = self._find(scan)
         if not findings:
             return text, {}
         out: list[str] = []
@@ -152,38 +164,40 @@ class Redactor:
 
     def find(self, text: str) -> list[Finding]:
         """Every secret in ``text``, sorted by position, without overlaps."""
+        return self._find(Scan(text))
+
+    def _find(self, scan: Scan) -> list[Finding]:
+        text = scan.text
         spans = _Spans()
         if "[REDACTED:" in text:  # never redact inside an existing placeholder
             for m in PLACEHOLDER.finditer(text):
                 spans.add(Finding("", m.start(), m.end(), -1))
         for prio, pat in enumerate(self._ps.patterns):
-            if not pat.wanted(text):
+            if not pat.wanted(scan):
                 continue
-            for m in pat.regex.finditer(text):
+            for m in pat.matches(scan):
                 start, end = secret_span(m, text)
                 secret = text[start:end]
                 if all(CHECKS[c](text, m, secret, self._ps) for c in pat.checks):
                     spans.add(Finding(pat.kind, start, end, prio))
         base = len(self._ps.patterns)
-        for f in self._detect_secrets(text, base):
+        for f in self._detect_secrets(scan, base):
             spans.add(f)
         return [f for f in spans.items if f.kind]
 
     # -- detect-secrets ---------------------------------------------------------
 
-    def _detect_secrets(self, text: str, base: int) -> list[Finding]:
+    def _detect_secrets(self, scan: Scan, base: int) -> list[Finding]:
+        text = scan.text
         found: list[Finding] = []
         for i, (kind, triggers, plugin) in enumerate(self._plugins):
-            if any(t in text for t in triggers):
+            if any(scan.has(t) for t in triggers):
                 for offset, line in self._lines(text, triggers):
                     for secret in plugin.analyze_string(line):
                         found.extend(_occurrences(kind, text, line, offset, secret, base + i))
-        if ('"' in text or "'" in text) and self._has_context(text):
+        if self._wants_entropy(scan):
             found.extend(self._high_entropy(text, base + len(self._plugins)))
         return found
-
-    def _has_context(self, text: str) -> bool:
-        return any(w in text for w in self._triggers if w.lower() in self._he_words)
 
     def _lines(self, text: str, needles: tuple[str, ...]) -> list[tuple[int, str]]:
         """(offset, segment) for the lines holding a needle; long lines cut into windows."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -22,6 +22,43 @@ _ATTRIBUTE_CHAIN = re.compile(r"[A-Za-z_]\w{0,64}(?:\.[A-Za-z_]\w{0,64}){1,8}")
 _PROSE_TAIL = ".:)]}>"
 
 
+def ascii_lower(text: str) -> str:
+    """``text`` with only A-Z lowered, so every offset stays valid."""
+    if text.isascii():
+        return text.lower()
+    return text.encode("ascii", "replace").lower().decode("ascii")
+
+
+class Scan:
+    """A text being scanned, with its ASCII-lowercased copy and substring tests cached."""
+
+    def __init__(self, text: str, low: str | None = None) -> None:
+        self.text = text
+        self._low = low
+        self._seen: dict[str, bool] = {}
+
+    @property
+    def low(self) -> str:
+        """``text`` with A-Z lowered; same length, so offsets carry over."""
+        if self._low is None:
+            self._low = ascii_lower(self.text)
+        return self._low
+
+    def has(self, needle: str) -> bool:
+        seen = self._seen.get(needle)
+        if seen is None:
+            seen = self._seen[needle] = needle in self.text
+        return seen
+
+    def has_ci(self, needle: str) -> bool:
+        """``needle`` (lowercase) occurs in any ASCII case."""
+        key = "\0" + needle
+        seen = self._seen.get(key)
+        if seen is None:
+            seen = self._seen[key] = needle in self.low
+        return seen
+
+
 @dataclass(frozen=True, slots=True)
 class SecretPattern:
     """One compiled entry of the data file."""
@@ -29,13 +66,36 @@ class SecretPattern:
     kind: str
     regex: re.Pattern[str]
     triggers: tuple[str, ...]
+    triggers_ci: tuple[str, ...]
     requires: tuple[str, ...]
+    anchors: tuple[str, ...]
     checks: tuple[str, ...]
     source: str
 
-    def wanted(self, text: str) -> bool:
-        """Cheap gate: one trigger and every required substring occur in ``text``."""
-        return any(t in text for t in self.triggers) and all(r in text for r in self.requires)
+    def wanted(self, scan: Scan) -> bool:
+        """Cheap gate: the trigger substrings the data file names occur in the text."""
+        if self.triggers and not any(scan.has(t) for t in self.triggers):
+            return False
+        if self.triggers_ci and not any(scan.has_ci(t) for t in self.triggers_ci):
+            return False
+        return all(scan.has(r) for r in self.requires)
+
+    def matches(self, scan: Scan) -> Iterator[re.Match[str]]:
+        """Non-overlapping matches: a scan, or anchored tries where an anchor occurs."""
+        if not self.anchors:
+            yield from self.regex.finditer(scan.text)
+            return
+        positions: set[int] = set()
+        for anchor in self.anchors:
+            i = scan.low.find(anchor)
+            while i >= 0:
+                positions.add(i)
+                i = scan.low.find(anchor, i + 1)
+        done = 0
+        for pos in sorted(positions):
+            if pos >= done and (m := self.regex.match(scan.text, pos)):
+                done = m.end()
+                yield m
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +107,11 @@ class PatternSet:
     placeholder_prefixes: tuple[str, ...]
     detect_secrets: dict[str, Any]
     triggers: tuple[str, ...]
-    """Every trigger substring: a text holding none of them has nothing to redact."""
+    """Case-sensitive trigger substrings of every pattern and plugin."""
+    triggers_ci: tuple[str, ...]
+    """Lowercase triggers matched in any ASCII case (including the high-entropy context words)."""
+    gate: tuple[str, ...]
+    """Lowercase needles, one of which occurs (in any case) in every text worth scanning."""
 
 
 @cache
@@ -58,8 +122,10 @@ def load_patterns() -> PatternSet:
         SecretPattern(
             kind=p["kind"],
             regex=re.compile(p["regex"]),
-            triggers=tuple(p["triggers"]),
+            triggers=tuple(p.get("triggers", ())),
+            triggers_ci=tuple(p.get("triggers_ci", ())),
             requires=tuple(p.get("requires", ())),
+            anchors=tuple(p.get("anchors", ())),
             checks=tuple(p.get("checks", ())),
             source=p["source"],
         )
@@ -72,6 +138,13 @@ def load_patterns() -> PatternSet:
     ds = raw["detect_secrets"]
     triggers = {t for p in patterns for t in p.triggers}
     triggers.update(t for plugin in ds["plugins"] for t in plugin["triggers"])
+    triggers_ci = {t for p in patterns for t in p.triggers_ci}
+    triggers_ci.update(ds["high_entropy"]["context_words"])
+    # A pattern runs only when one of its triggers_ci (else triggers) occurs; so one of
+    # these needles occurs, in some case, in every text that can yield a finding.
+    gate = {t.lower() for p in patterns for t in (p.triggers_ci or p.triggers)}
+    gate.update(t.lower() for plugin in ds["plugins"] for t in plugin["triggers"])
+    gate.update(ds["high_entropy"]["context_words"])
     return PatternSet(
         version=raw["version"],
         patterns=patterns,
@@ -79,8 +152,15 @@ def load_patterns() -> PatternSet:
         placeholder_exact=frozenset(v.lower() for v in raw["placeholder_values"]["exact"]),
         placeholder_prefixes=tuple(raw["placeholder_values"]["prefixes"]),
         detect_secrets=ds,
-        triggers=tuple(sorted(triggers)),
+        triggers=_minimal(triggers),
+        triggers_ci=_minimal(triggers_ci),
+        gate=_minimal(gate),
     )
+
+
+def _minimal(needles: set[str]) -> tuple[str, ...]:
+    """Drop needles that contain another needle: the shorter one already fires."""
+    return tuple(sorted(n for n in needles if not any(o != n and o in n for o in needles)))
 
 
 # ---------------------------------------------------------------------------
@@ -150,48 +230,55 @@ def name_before(text: str, end: int, limit: int = 64) -> str:
     return text[start:end].lstrip("-.")
 
 
-def credential_name(name: str, ps: PatternSet) -> bool:
-    """Whether a setting name ending in key/token/secret/password names a credential."""
+STRONG, WEAK, NOT_A_CREDENTIAL = 2, 1, 0
+
+
+def credential_name(name: str, ps: PatternSet) -> int:
+    """How surely a setting name ending in key/token/secret/password names a credential.
+
+    STRONG: listed suffixes (``api_key``, ``access_token``) and password/secret names.
+    WEAK: other upper-case ``*_KEY``/``*_TOKEN`` constants (``STORAGE_KEY`` is often a
+    plain string) and a bare ``token`` (``{"token": "Hello"}`` in logprobs); their values
+    must look random.
+    """
     low = name.lower()
     names = ps.env_names
     if not low or low in names["never"]:
-        return False
+        return NOT_A_CREDENTIAL
     upper = name.isupper()
     if low.endswith("key"):
-        return any(low.endswith(s) for s in names["key_suffixes"]) or (
-            upper and low.endswith(("_key", "-key"))
-        )
+        if any(low.endswith(s) for s in names["key_suffixes"]):
+            return STRONG
+        return WEAK if upper and low.endswith(("_key", "-key")) else NOT_A_CREDENTIAL
     if low.endswith("token"):
-        return (
-            low in names["bare_names"]
-            or any(low.endswith(s) for s in names["token_suffixes"])
-            or (upper and low.endswith("_token"))
-        )
+        if any(low.endswith(s) for s in names["token_suffixes"]):
+            return STRONG
+        if low in names["bare_names"] or (upper and low.endswith("_token")):
+            return WEAK
+        return NOT_A_CREDENTIAL
     if low.endswith(("password", "passwd", "secret")):
-        return True
-    if low.endswith("pwd"):
-        return low.endswith(("_pwd", "-pwd"))
-    if low.endswith("pass"):
-        return low.endswith(("_pass", "-pass")) or low == "sshpass"
-    return False
+        return STRONG
+    if low.endswith(("_pwd", "-pwd", "_pass", "-pass")) or low == "sshpass":
+        return STRONG
+    return NOT_A_CREDENTIAL
 
 
 def _env_name(text: str, m: re.Match[str], secret: str, ps: PatternSet) -> bool:
     name = name_before(text, m.end("kw"))
-    if not credential_name(name, ps):
+    strength = credential_name(name, ps)
+    if strength == NOT_A_CREDENTIAL:
         return False
+    random_looking = len(secret) >= 8 and classes(secret) >= 2
     if m.group("quote"):
-        return True
+        return strength == STRONG or random_looking
     # Unquoted: reject code (``api_key=api_key``, ``password=getpass()``, ``token: str``).
     low, kw = secret.lower(), m.group("kw").lower()
     if name.lower() in low or low == kw or low.endswith(("." + kw, "_" + kw)):
         return False
-    if "(" in secret or "[" in secret:
+    if "(" in secret or "[" in secret or _ATTRIBUTE_CHAIN.fullmatch(secret):
         return False
-    if _ATTRIBUTE_CHAIN.fullmatch(secret):
-        return False
-    weak = name.lower() in ps.env_names["bare_names"] and m.group("op") == ":"
-    return not weak or (len(secret) >= 6 and classes(secret) >= 2)
+    prose = m.group("op") == ":" and name.lower() in ps.env_names["bare_names"]
+    return random_looking if strength == WEAK or prose else True
 
 
 CHECKS: dict[str, Check] = {

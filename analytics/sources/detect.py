@@ -96,7 +96,9 @@ def iter_inputs(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
 
     A unit is a file, an opencode storage folder (one unit, never entered) or an
     ``opencode.db``. Folders are walked recursively in sorted order; VCS folders,
-    ``*.meta.json`` sidecars and database side files are skipped."""
+    ``*.meta.json`` sidecars and database side files are skipped. A ``storage/``
+    folder next to an opencode database is skipped too: opencode 1.2+ migrated its
+    content into the database, so reading both would count every session twice."""
     for path in paths:
         if path.is_dir():
             yield from _walk(path)
@@ -114,8 +116,10 @@ def _walk(top: Path) -> Iterator[tuple[Path, str | None]]:
         for name in sorted(dirnames):
             if name in SKIP_DIRS:
                 continue
-            if _is_storage(here / name, exact=True):
-                yield here / name, "opencode"
+            if _is_storage(here / name):
+                # opencode >= 1.2 migrated storage/ into opencode.db: read only the db then.
+                if not _has_opencode_db(here, filenames):
+                    yield here / name, "opencode"
                 continue
             kept.append(name)
         dirnames[:] = kept
@@ -125,12 +129,19 @@ def _walk(top: Path) -> Iterator[tuple[Path, str | None]]:
             yield here / name, _detect_or_none(here / name)
 
 
-def _is_storage(path: Path, exact: bool = False) -> bool:
-    """``path`` is an opencode storage folder (``exact``) or holds one as ``storage/``."""
+def _is_storage(path: Path) -> bool:
+    """``path`` itself is an opencode storage folder."""
     from analytics.sources.opencode import storage_root
 
-    root = storage_root(path)
-    return root is not None and (root == path or not exact)
+    return storage_root(path) == path
+
+
+def _has_opencode_db(folder: Path, filenames: list[str]) -> bool:
+    from analytics.sources.opencode import is_opencode_db
+
+    return any(
+        fnmatch(name, "opencode*.db") and is_opencode_db(folder / name) for name in filenames
+    )
 
 
 def _detect_or_none(path: Path) -> str | None:

@@ -17,8 +17,9 @@ Decisions worth knowing:
 - ``is_compaction_summary`` is set on the message whose info says ``summary: true``
   (the assistant message holding a compaction summary), the analogue of Claude
   Code's ``isCompactSummary``; the ``compaction`` part that asked for it is a RawRecord.
-- A folder holding both ``storage/`` and ``opencode.db`` is read from ``storage/``;
-  :func:`analytics.sources.detect.iter_inputs` yields the two as separate units.
+- A folder holding both ``storage/`` and ``opencode.db`` (``~/.local/share/opencode``
+  after the 1.2 migration) is read from the database, which holds the migrated
+  storage content; :func:`analytics.sources.detect.iter_inputs` does the same.
 """
 
 from __future__ import annotations
@@ -133,15 +134,14 @@ def sniff(path: Path, head: bytes) -> bool:
 def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[ParsedItem]:
     """Every session in ``path``; ``resume`` is ignored (inputs are re-read whole)."""
     if path.is_dir():
+        dbs = [db for db in sorted(path.glob("opencode*.db")) if is_opencode_db(db)]
         root = storage_root(path)
-        if root is not None:
-            yield from _emit(str(path), _storage_sessions(root, ledger), ledger)
-            return
-        dbs = sorted(path.glob("opencode*.db"))
-        if dbs:
+        if dbs:  # opencode >= 1.2 migrated storage/ into the database
             yield from parse(dbs[0], ledger)
-            return
-        yield _quarantine(ledger, str(path), "not an opencode storage folder", "")
+        elif root is not None:
+            yield from _emit(str(path), _storage_sessions(root, ledger), ledger)
+        else:
+            yield _quarantine(ledger, str(path), "not an opencode storage folder", "")
         return
     with path.open("rb") as fh:
         head = fh.read(len(SQLITE_MAGIC))

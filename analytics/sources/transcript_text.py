@@ -319,6 +319,7 @@ class _ShellCommand:
         self.heredocs: list[tuple[str, bool]] = []
         self.continued = False
         self.heredoc_closed = False
+        self.has_code = False
         self.feed(first_line)
 
     @property
@@ -338,7 +339,7 @@ class _ShellCommand:
     def complete(self) -> bool:
         if len(self.lines) >= MAX_COMMAND_LINES:
             return True
-        if not self.text().strip():
+        if not self.has_code:
             return False
         return not (
             self.heredocs or self.quote or self.continued or self.depth > 0 or self.parens > 0
@@ -347,6 +348,7 @@ class _ShellCommand:
     def feed(self, line: str) -> None:
         self.lines.append(line)
         self.heredoc_closed = False
+        self.has_code = self.has_code or bool(line.strip())
         if self.heredocs:
             terminator, strip_tabs = self.heredocs[0]
             candidate = line.lstrip("\t") if strip_tabs else line

@@ -252,8 +252,8 @@ def torch_oom(tried: str, gpu: int, total_gib: float, free_gib: float, in_use_gi
 
 
 def decode_batch(t: datetime, *, running: int, tokens: int, usage: float, tput: float,
-                 accept: float | None = None, queue: int = 0, rank: str = "TP0") -> str:
-    spec = f"accept len: {accept:.2f}, accept rate: {accept / 3:.2f}, " if accept else ""
+                 accept: float | None = None, queue: int = 0, rank: str | None = "TP0", draft: int = 3) -> str:
+    spec = f"accept len: {accept:.2f}, accept rate: {accept / draft:.2f}, " if accept else ""
     return (f"{sg(t, rank)}Decode batch, #running-req: {running}, #token: {tokens}, token usage: {usage:.2f}, "
             f"{spec}cuda graph: True, gen throughput (token/s): {tput:.2f}, #queue-req: {queue}, ")
 

@@ -1,0 +1,26 @@
+"""Message tagging: the rules-based Tagger (spaCy for prose, shell parsing for tool calls).
+
+Public surface::
+
+    Tagger(extra_rules: Path | None = None).tag(batch) -> list[Tag]
+    analyse_polling(ctx) -> list[PollingLoop]
+    parse_shell(command) -> ShellScript
+"""
+
+from analytics.analysis.tagging.components import RuleError
+from analytics.analysis.tagging.pipeline import MAX_PROSE_CHARS, RULES_VERSION, Tagger
+from analytics.analysis.tagging.polling import analyse_polling, background_rechecks, loop_shape
+from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, parse_shell
+
+__all__ = [
+    "MAX_PROSE_CHARS",
+    "RULES_VERSION",
+    "RuleError",
+    "ShellScript",
+    "SimpleCommand",
+    "Tagger",
+    "analyse_polling",
+    "background_rechecks",
+    "loop_shape",
+    "parse_shell",
+]

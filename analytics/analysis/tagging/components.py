@@ -1,0 +1,283 @@
+"""spaCy components for prose tags, registered by name.
+
+- ``tag_patterns``: Matcher/PhraseMatcher rules from JSONL -> candidate spans in
+  ``doc.spans["tags"]`` (label = tag, ``span.id_`` = rule id).
+- ``checkin_gate``: keeps a ``user_checkin`` span only when the rest of the
+  message is filler, i.e. the message carries no new instruction.
+- ``prose_filter``: drops ``diagnosis`` / ``readiness_claim`` spans that are
+  quoted (backticks, quotes, code blocks, log lines), hedged, negated or asked.
+
+Each component keeps ``match(doc)`` (what it found) apart from
+``set_annotations(doc, result)`` (writing it). The message role travels in
+``doc.user_data["role"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from spacy.language import Language
+from spacy.matcher import Matcher, PhraseMatcher
+from spacy.tokens import Doc, Span
+
+PATTERNS_DIR = Path(__file__).with_name("patterns")
+SPANS_KEY = "tags"
+
+
+class RuleError(ValueError):
+    """A rules file line that does not fit the schema (names file, line, what to fix)."""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL rules file, without the ``_meta`` header; blank lines and
+    ``//`` comments skipped."""
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("//"):
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise RuleError(f"{path}:{n}: not valid JSON ({exc}); one object per line") from exc
+        if not isinstance(row, dict):
+            raise RuleError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+        if "_meta" not in row:
+            row["_where"] = f"{path.name}:{n}"
+            rows.append(row)
+    return rows
+
+
+def lexicon(path: Path | None = None) -> dict[str, frozenset[str]]:
+    rows = read_jsonl(path or PATTERNS_DIR / "lexicon.jsonl")
+    return {r["list"]: frozenset(w.lower() for w in r["words"]) for r in rows if "list" in r}
+
+
+VALID_ROLES = ("user", "assistant", "system", "tool")
+
+
+def validate_prose_rule(row: dict[str, Any]) -> None:
+    where = row.get("_where", "?")
+    if not isinstance(row.get("label"), str) or not row["label"]:
+        raise RuleError(f"{where}: missing 'label' (the tag name to emit)")
+    pat = row.get("pattern")
+    if not (isinstance(pat, str) and pat.strip()) and not (isinstance(pat, list) and pat):
+        raise RuleError(
+            f"{where}: 'pattern' must be a phrase string or a non-empty list of token patterns"
+        )
+    roles = row.get("roles", ["user", "assistant"])
+    bad = [r for r in roles if r not in VALID_ROLES]
+    if bad:
+        raise RuleError(f"{where}: unknown roles {bad}; valid roles: {', '.join(VALID_ROLES)}")
+
+
+class PatternTagger:
+    """Finds candidate tag spans with token and phrase patterns."""
+
+    def __init__(self, nlp: Language, name: str, paths: list[str], spans_key: str) -> None:
+        self.name = name
+        self.spans_key = spans_key
+        self.matcher = Matcher(nlp.vocab, validate=True)
+        self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
+        self.rules: dict[str, dict[str, Any]] = {}
+        for p in paths or [str(PATTERNS_DIR / "prose.jsonl")]:
+            for row in read_jsonl(Path(p)):
+                if "pattern" in row:
+                    self.add(nlp, row)
+
+    def add(self, nlp: Language, row: dict[str, Any]) -> None:
+        validate_prose_rule(row)
+        rule_id = str(row.get("id") or f"{row['label']}:{len(self.rules)}")
+        key = f"{rule_id}#{len(self.rules)}"
+        self.rules[key] = {
+            "label": row["label"],
+            "id": rule_id,
+            "roles": frozenset(row.get("roles", ["user", "assistant"])),
+        }
+        pat = row["pattern"]
+        try:
+            if isinstance(pat, str):
+                self.phrases.add(key, [nlp.make_doc(pat)])
+            else:
+                self.matcher.add(key, [pat])
+        except Exception as exc:  # spaCy's pattern validation errors
+            raise RuleError(f"{row.get('_where', '?')}: invalid pattern: {exc}") from exc
+
+    def match(self, doc: Doc) -> list[Span]:
+        role = doc.user_data.get("role", "user")
+        found: list[Span] = []
+        hits = list(self.matcher(doc)) + list(self.phrases(doc))
+        for match_id, start, end in sorted(hits, key=lambda h: (h[1], -h[2])):
+            rule = self.rules[doc.vocab.strings[match_id]]
+            if role in rule["roles"]:
+                found.append(Span(doc, start, end, label=rule["label"], span_id=rule["id"]))
+        return found
+
+    def set_annotations(self, doc: Doc, spans: list[Span]) -> None:
+        group = doc.spans.get(self.spans_key)
+        existing = list(group) if group is not None else []
+        doc.spans[self.spans_key] = existing + spans
+
+    def __call__(self, doc: Doc) -> Doc:
+        self.set_annotations(doc, self.match(doc))
+        return doc
+
+
+@Language.factory(
+    "tag_patterns",
+    default_config={"paths": [], "spans_key": SPANS_KEY},
+    assigns=["doc.spans"],
+)
+def make_tag_patterns(nlp: Language, name: str, paths: list[str], spans_key: str) -> PatternTagger:
+    return PatternTagger(nlp, name, paths, spans_key)
+
+
+class CheckinGate:
+    """A check-in is a short status ask and nothing else: every token outside
+    the matched phrases must be filler, and most phrases need a question mark."""
+
+    def __init__(self, name: str, lexicon_path: str, spans_key: str, max_tokens: int) -> None:
+        lex = lexicon(Path(lexicon_path) if lexicon_path else None)
+        self.name = name
+        self.filler = lex["checkin_filler"]
+        self.needs_q = lex["checkin_needs_question"]
+        self.spans_key = spans_key
+        self.max_tokens = max_tokens
+
+    def match(self, doc: Doc) -> list[Span]:
+        spans = [s for s in doc.spans.get(self.spans_key, []) if s.label_ == "user_checkin"]
+        if not spans:
+            return []
+        words = [t for t in doc if not t.is_space]
+        if not words or len(words) > self.max_tokens:
+            return []
+        covered = {t.i for s in spans for t in s}
+        for t in words:
+            if t.i not in covered and t.lower_ not in self.filler and not t.is_punct:
+                return []
+        has_q = any(t.text == "?" for t in words)
+        if not has_q and all(s.id_ in self.needs_q for s in spans):
+            return []
+        first = min(t.i for t in words)
+        last = max(t.i for t in words)
+        return [Span(doc, first, last + 1, label="user_checkin", span_id=spans[0].id_)]
+
+    def set_annotations(self, doc: Doc, keep: list[Span]) -> None:
+        others = [s for s in doc.spans.get(self.spans_key, []) if s.label_ != "user_checkin"]
+        doc.spans[self.spans_key] = others + keep
+
+    def __call__(self, doc: Doc) -> Doc:
+        self.set_annotations(doc, self.match(doc))
+        return doc
+
+
+@Language.factory(
+    "checkin_gate",
+    default_config={"lexicon_path": "", "spans_key": SPANS_KEY, "max_tokens": 12},
+    assigns=["doc.spans"],
+)
+def make_checkin_gate(
+    nlp: Language, name: str, lexicon_path: str, spans_key: str, max_tokens: int
+) -> CheckinGate:
+    return CheckinGate(name, lexicon_path, spans_key, max_tokens)
+
+
+_QUOTED = re.compile(
+    r"```.*?(?:```|\Z)|`[^`\n]*`|\"[^\"\n]{1,400}\"|“[^”\n]{1,400}”|(?<![A-Za-z])'[^'\n]{2,200}'(?![A-Za-z])"
+    r"|^\s*(?:>|\[\d{4}-\d\d-\d\d|INFO|WARNING|ERROR|DEBUG|\d{4}-\d\d-\d\d[ T]\d\d:)[^\n]*",
+    re.S | re.M,
+)
+
+
+def quoted_regions(text: str) -> list[tuple[int, int]]:
+    """Character ranges that quote something (code, log lines, quotations)."""
+    return [m.span() for m in _QUOTED.finditer(text)]
+
+
+class ProseFilter:
+    """Keeps only diagnosis / readiness spans that assert something in the author's own voice."""
+
+    LABELS = ("diagnosis", "readiness_claim")
+
+    def __init__(self, name: str, lexicon_path: str, spans_key: str) -> None:
+        lex = lexicon(Path(lexicon_path) if lexicon_path else None)
+        self.name = name
+        self.spans_key = spans_key
+        self.hedge = lex["hedge"]
+        self.negation = lex["negation"]
+        self.speculation = lex["speculation"]
+        self.failure = lex["failure_cue"]
+
+    def _sentence(self, span: Span) -> Span:
+        try:
+            return span.sent
+        except ValueError:  # no sentence boundaries set
+            return span.doc[:]
+
+    def _keep(self, span: Span, regions: list[tuple[int, int]]) -> bool:
+        if any(a <= span.start_char and span.end_char <= b for a, b in regions):
+            return False
+        sent = self._sentence(span)
+        tail = span.doc[span.end : min(sent.end, span.end + 3)]
+        if sent.text.rstrip().endswith("?") or any(t.text == "?" for t in tail):
+            return False
+        before = [t.lower_ for t in span.doc[sent.start : span.start]]
+        inside = [t.lower_ for t in span]
+        if span.label_ == "readiness_claim":
+            window = before[-6:] + inside
+            if any(w in self.hedge for w in before[-8:]):
+                return False
+            if any(w in self.negation for w in window) or any(
+                t.lower_ in ("yet",) for t in tail
+            ):
+                return False
+            return True
+        # diagnosis
+        if any(w in self.speculation for w in before[-6:]):
+            return False
+        if before[-2:] in (["let", "me"], ["let", "'s"]) or (before and before[-1] in ("check", "see")):
+            return False
+        if span.id_.endswith(":weak"):
+            words = {t.lower_ for t in sent}
+            return bool(words & self.failure)
+        return True
+
+    def match(self, doc: Doc) -> list[Span]:
+        regions = quoted_regions(doc.text)
+        keep = []
+        for span in doc.spans.get(self.spans_key, []):
+            if span.label_ not in self.LABELS or self._keep(span, regions):
+                keep.append(span)
+        return keep
+
+    def set_annotations(self, doc: Doc, keep: list[Span]) -> None:
+        doc.spans[self.spans_key] = keep
+
+    def __call__(self, doc: Doc) -> Doc:
+        self.set_annotations(doc, self.match(doc))
+        return doc
+
+
+@Language.factory(
+    "prose_filter",
+    default_config={"lexicon_path": "", "spans_key": SPANS_KEY},
+    assigns=["doc.spans"],
+)
+def make_prose_filter(nlp: Language, name: str, lexicon_path: str, spans_key: str) -> ProseFilter:
+    return ProseFilter(name, lexicon_path, spans_key)
+
+
+def build_nlp(extra_rules: Iterable[Path] = ()) -> Language:
+    """spacy.blank("en") + sentencizer + the three components above."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    paths = [str(PATTERNS_DIR / "prose.jsonl"), *(str(p) for p in extra_rules)]
+    nlp.add_pipe("tag_patterns", config={"paths": paths})
+    nlp.add_pipe("checkin_gate")
+    nlp.add_pipe("prose_filter")
+    return nlp

@@ -1,0 +1,194 @@
+"""Tool-call tags from commands and outputs: cheap regex and shell parsing, no tokenizer.
+
+launch, smoke_test and benchmark go on the message carrying the call; error and
+a benchmark result block on the message carrying the result; user_abort on the
+record carrying the marker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analytics.analysis.tagging.components import PATTERNS_DIR, RuleError, read_jsonl
+from analytics.analysis.tagging.polling import shell_tool
+from analytics.analysis.tagging.shell import core_words, parse_shell
+from analytics.models import Message, ToolCall
+
+MAX_OUTPUT_SCAN = 200_000
+"""Only the head and tail of huge outputs are scanned (errors sit at the end)."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    label: str
+    rule: str
+    evidence: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class RegexRule:
+    label: str
+    id: str
+    on: str
+    regex: re.Pattern[str]
+    requires: str | None = None
+    program: str | None = None
+    roles: frozenset[str] = frozenset()
+
+
+def _compile(row: dict[str, Any]) -> RegexRule:
+    where = row.get("_where", "?")
+    for key in ("label", "regex"):
+        if not isinstance(row.get(key), str):
+            raise RuleError(f"{where}: missing '{key}'")
+    on = row.get("on", "command")
+    if on not in ("command", "output", "input", "text"):
+        raise RuleError(f"{where}: 'on' is {on!r}; valid: command, output, input, text")
+    try:
+        rx = re.compile(row["regex"], re.M | (re.I if row.get("ignore_case") else 0))
+    except re.error as exc:
+        raise RuleError(f"{where}: bad regex: {exc}") from exc
+    return RegexRule(
+        label=row["label"],
+        id=str(row.get("id") or row["label"]),
+        on=on,
+        regex=rx,
+        requires=row.get("requires"),
+        program=row.get("program"),
+        roles=frozenset(row.get("roles", [])),
+    )
+
+
+class ToolRules:
+    """Regex rules for commands, outputs and markers, loaded from JSONL."""
+
+    def __init__(self, extra: list[dict[str, Any]] | None = None) -> None:
+        rows = read_jsonl(PATTERNS_DIR / "commands.jsonl")
+        self.skip: frozenset[str] = frozenset()
+        self.rules: list[RegexRule] = []
+        for row in rows + list(extra or []):
+            if "skip_programs" in row:
+                self.skip = self.skip | frozenset(row["skip_programs"])
+            elif "regex" in row:
+                self.rules.append(_compile(row))
+        self.markers = [
+            (r["where"], re.compile(r["regex"], re.M)) for r in read_jsonl(PATTERNS_DIR / "markers.jsonl")
+        ]
+
+    # --- abort markers ---------------------------------------------------
+    def abort(self, where: str, text: str | None) -> Hit | None:
+        if not text:
+            return None
+        for w, rx in self.markers:
+            if w == where:
+                m = rx.search(text)
+                if m:
+                    return Hit("user_abort", f"abort:{where}", m.group(0), m.start(), m.end())
+        return None
+
+    # --- commands --------------------------------------------------------
+    def command_hits(self, call: ToolCall) -> list[Hit]:
+        command = call.command or ""
+        if not command:
+            return []
+        hits: list[Hit] = []
+        script = parse_shell(command)
+        background_tool = _run_in_background(call)
+        for cmd in script.commands:
+            core = core_words(cmd.words)
+            if not core or core[0].rsplit("/", 1)[-1] in self.skip:
+                continue
+            joined = " ".join(core)
+            bg = (
+                background_tool
+                or cmd.background
+                or any(w in ("nohup", "setsid") for w in cmd.words[: len(cmd.words) - len(core)])
+            )
+            for rule in self.rules:
+                if rule.on != "command" or any(h.label == rule.label for h in hits):
+                    continue
+                if rule.requires == "background" and not bg:
+                    continue
+                if rule.program and cmd.name != rule.program:
+                    continue
+                m = rule.regex.search(joined)
+                if m:
+                    hits.append(_locate(rule, m.group(0), command))
+        return hits
+
+    def text_hits(self, on: str, text: str, role: str | None = None) -> list[Hit]:
+        if not text:
+            return []
+        if len(text) > MAX_OUTPUT_SCAN:
+            half = MAX_OUTPUT_SCAN // 2
+            text = text[:half] + "\n" + " " * (len(text) - MAX_OUTPUT_SCAN - 1) + text[-half:]
+        hits: list[Hit] = []
+        for rule in self.rules:
+            if rule.on != on or any(h.label == rule.label for h in hits):
+                continue
+            if role and rule.roles and role not in rule.roles:
+                continue
+            m = rule.regex.search(text)
+            if m:
+                hits.append(Hit(rule.label, rule.id, m.group(0)[:200], m.start(), m.end()))
+        return hits
+
+
+def _locate(rule: RegexRule, matched: str, command: str) -> Hit:
+    """Evidence offsets inside the original command (words were unquoted)."""
+    idx = command.find(matched)
+    if idx < 0:
+        first = matched.split()[0] if matched.split() else matched
+        idx = command.find(first)
+        matched = first if idx >= 0 else matched
+    start = max(idx, 0)
+    return Hit(rule.label, rule.id, matched[:200], start, start + len(matched) if idx >= 0 else 0)
+
+
+def _run_in_background(call: ToolCall) -> bool:
+    if not call.input or "background" not in call.input:
+        return False
+    try:
+        data = json.loads(call.input)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and bool(data.get("run_in_background"))
+
+
+def is_shell(call: ToolCall) -> bool:
+    return shell_tool(call)
+
+
+def error_hits(rules: ToolRules, call: ToolCall, aborted: bool) -> list[Hit]:
+    """Failure evidence of a finished call: status error, non-zero exit, signatures."""
+    out = call.output or ""
+    if is_shell(call) or (call.tool or "").lower() in ("bashoutput", "taskoutput"):
+        for h in rules.text_hits("output", out):
+            if h.label == "error":
+                return [h]
+    if aborted:
+        return []
+    if call.exit_code not in (None, 0):
+        return [Hit("error", "error:exit-code", f"exit code {call.exit_code}", 0, 0)]
+    if call.status == "error":
+        first = out.strip().splitlines()[0][:200] if out.strip() else "status error"
+        start = out.find(first) if out.strip() else 0
+        return [Hit("error", "error:status", first, max(start, 0), max(start, 0) + len(first))]
+    return []
+
+
+def message_error(rules: ToolRules, msg: Message) -> Hit | None:
+    """An error attached to the record that is not an abort (APIError, ContextOverflowError …)."""
+    if not msg.error or rules.abort("error", msg.error):
+        return None
+    return Hit("error", "error:message", msg.error[:200], 0, 0)
+
+
+def load_extra_regex_rules(path: Path) -> list[dict[str, Any]]:
+    return [r for r in read_jsonl(path) if "regex" in r]

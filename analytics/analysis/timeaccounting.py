@@ -1,0 +1,204 @@
+"""Where a session's time went, as SQL views over the stored tables.
+
+``v_time_accounting`` splits wall-clock time between consecutive messages:
+
+- a gap longer than the idle threshold (default 30 min) is *idle*, not work —
+  a session resumed the next day is not 20 hours of work;
+- a shorter gap that ends in a user message is *waiting for the user*;
+- any other short gap is *agent working time* (thinking, tools running).
+
+Alongside: tool time (sum of tool-call durations, each capped at the
+threshold), polling wait (time spent inside polling loops), time lost after
+aborts (from a user abort to the agent's next activity) and check-in latency
+(from the last agent activity to a user's check-in).
+
+``v_session_summary`` gives one row per session with counts of messages, tool
+calls, aborts, check-ins, readiness claims by verdict, polling wait and
+campaigns. Both views are created with CREATE OR REPLACE (idempotent).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+IDLE_THRESHOLD_S = 1800.0
+
+_GAPS = """
+WITH ordered AS (
+    SELECT session_id, msg_idx, role, ts,
+           lag(ts) OVER w AS prev_ts,
+           lag(role) OVER w AS prev_role
+    FROM messages
+    WHERE ts IS NOT NULL
+    WINDOW w AS (PARTITION BY session_id ORDER BY msg_idx)
+),
+gaps AS (
+    SELECT *, greatest(date_diff('millisecond', prev_ts, ts) / 1000.0, 0) AS gap_s
+    FROM ordered
+    WHERE prev_ts IS NOT NULL
+)
+"""
+
+
+def time_accounting_select(idle_s: float = IDLE_THRESHOLD_S) -> str:
+    """The SELECT behind ``v_time_accounting`` (usable on a read-only connection)."""
+    return f"""
+{_GAPS},
+per_gap AS (
+    SELECT session_id,
+        sum(CASE WHEN gap_s <= {idle_s} AND role <> 'user' THEN gap_s ELSE 0 END) AS agent_working_s,
+        sum(CASE WHEN gap_s <= {idle_s} AND role = 'user' THEN gap_s ELSE 0 END) AS waiting_for_user_s,
+        sum(CASE WHEN gap_s > {idle_s} THEN gap_s ELSE 0 END) AS idle_s,
+        count(*) FILTER (WHERE gap_s > {idle_s}) AS idle_gaps,
+        sum(gap_s) AS wall_clock_s
+    FROM gaps GROUP BY session_id
+),
+tools AS (
+    SELECT session_id,
+        sum(least(coalesce(duration_s, 0), {idle_s})) AS tool_s,
+        sum(CASE WHEN status = 'aborted' THEN least(coalesce(duration_s, 0), {idle_s}) ELSE 0 END)
+            AS aborted_tool_s
+    FROM tool_calls GROUP BY session_id
+),
+polling AS (
+    SELECT p.session_id,
+        sum(least(coalesce(p.waited_s, t.duration_s, 0), {idle_s})) AS polling_wait_s,
+        count(*) AS polling_loops
+    FROM polling_loops p
+    LEFT JOIN tool_calls t
+      ON t.session_id = p.session_id AND t.msg_idx = p.msg_idx AND t.call_id = p.call_id
+    GROUP BY p.session_id
+),
+abort_msgs AS (
+    SELECT DISTINCT t.session_id, t.msg_idx, m.ts
+    FROM tags t JOIN messages m USING (session_id, msg_idx)
+    WHERE t.tag = 'user_abort' AND m.ts IS NOT NULL
+),
+aborts AS (
+    SELECT a.session_id, count(*) AS aborts,
+        sum(least(coalesce(date_diff('millisecond', a.ts, (
+            SELECT min(m.ts) FROM messages m
+            WHERE m.session_id = a.session_id AND m.msg_idx > a.msg_idx
+              AND m.role = 'assistant' AND m.ts IS NOT NULL
+        )) / 1000.0, 0), {idle_s})) AS lost_after_aborts_s
+    FROM abort_msgs a GROUP BY a.session_id
+),
+checkin_msgs AS (
+    SELECT DISTINCT t.session_id, t.msg_idx, m.ts
+    FROM tags t JOIN messages m USING (session_id, msg_idx)
+    WHERE t.tag = 'user_checkin' AND m.ts IS NOT NULL
+),
+checkins AS (
+    SELECT c.session_id, count(*) AS checkins,
+        avg(latency_s) AS checkin_latency_avg_s,
+        max(latency_s) AS checkin_latency_max_s
+    FROM (
+        SELECT c.session_id, c.msg_idx,
+            date_diff('millisecond', (
+                SELECT max(m.ts) FROM messages m
+                WHERE m.session_id = c.session_id AND m.msg_idx < c.msg_idx
+                  AND m.role IN ('assistant', 'tool') AND m.ts IS NOT NULL
+            ), c.ts) / 1000.0 AS latency_s
+        FROM checkin_msgs c
+    ) c
+    GROUP BY c.session_id
+)
+SELECT s.session_id,
+    coalesce(g.wall_clock_s, 0) AS wall_clock_s,
+    coalesce(g.agent_working_s, 0) AS agent_working_s,
+    coalesce(t.tool_s, 0) AS tool_s,
+    coalesce(p.polling_wait_s, 0) AS polling_wait_s,
+    coalesce(p.polling_loops, 0) AS polling_loops,
+    coalesce(g.waiting_for_user_s, 0) AS waiting_for_user_s,
+    coalesce(g.idle_s, 0) AS idle_s,
+    coalesce(g.idle_gaps, 0) AS idle_gaps,
+    coalesce(a.aborts, 0) AS aborts,
+    coalesce(a.lost_after_aborts_s, 0) AS lost_after_aborts_s,
+    coalesce(t.aborted_tool_s, 0) AS aborted_tool_s,
+    coalesce(c.checkins, 0) AS checkins,
+    c.checkin_latency_avg_s,
+    c.checkin_latency_max_s,
+    {idle_s} AS idle_threshold_s
+FROM sessions s
+LEFT JOIN per_gap g USING (session_id)
+LEFT JOIN tools t USING (session_id)
+LEFT JOIN polling p USING (session_id)
+LEFT JOIN aborts a USING (session_id)
+LEFT JOIN checkins c USING (session_id)
+"""
+
+
+_SESSION_SUMMARY_SQL = """
+CREATE OR REPLACE VIEW v_session_summary AS
+WITH msg AS (
+    SELECT session_id, count(*) AS messages,
+        count(*) FILTER (WHERE role = 'user') AS user_messages,
+        count(*) FILTER (WHERE role = 'assistant') AS assistant_messages,
+        min(ts) AS first_ts, max(ts) AS last_ts
+    FROM messages GROUP BY session_id
+),
+calls AS (
+    SELECT session_id, count(*) AS tool_calls,
+        count(*) FILTER (WHERE status = 'error') AS failed_tool_calls
+    FROM tool_calls GROUP BY session_id
+),
+tagc AS (
+    SELECT session_id,
+        count(DISTINCT msg_idx) FILTER (WHERE tag = 'user_abort') AS aborts,
+        count(DISTINCT msg_idx) FILTER (WHERE tag = 'user_checkin') AS checkins,
+        count(DISTINCT msg_idx) FILTER (WHERE tag = 'readiness_claim') AS readiness_claims_tagged,
+        count(DISTINCT msg_idx) FILTER (WHERE tag = 'error') AS errors
+    FROM tags GROUP BY session_id
+),
+claims AS (
+    SELECT session_id,
+        count(*) FILTER (WHERE verdict = 'premature') AS claims_premature,
+        count(*) FILTER (WHERE verdict = 'supported') AS claims_supported,
+        count(*) FILTER (WHERE verdict = 'unverified') AS claims_unverified
+    FROM readiness_claims GROUP BY session_id
+),
+camp AS (
+    SELECT session_id, count(*) AS campaigns,
+        count(*) FILTER (WHERE status = 'met') AS campaigns_met
+    FROM campaigns GROUP BY session_id
+),
+lev AS (
+    SELECT session_id, count(*) AS levers FROM levers GROUP BY session_id
+)
+SELECT s.session_id, s.source_format, s.title, s.model,
+    coalesce(m.messages, 0) AS messages,
+    coalesce(m.user_messages, 0) AS user_messages,
+    coalesce(m.assistant_messages, 0) AS assistant_messages,
+    coalesce(c.tool_calls, 0) AS tool_calls,
+    coalesce(c.failed_tool_calls, 0) AS failed_tool_calls,
+    coalesce(t.aborts, 0) AS aborts,
+    coalesce(t.checkins, 0) AS checkins,
+    coalesce(t.errors, 0) AS errors,
+    coalesce(cl.claims_premature, 0) AS claims_premature,
+    coalesce(cl.claims_supported, 0) AS claims_supported,
+    coalesce(cl.claims_unverified, 0) AS claims_unverified,
+    coalesce(ta.polling_loops, 0) AS polling_loops,
+    coalesce(ta.polling_wait_s, 0) AS polling_wait_s,
+    coalesce(ta.agent_working_s, 0) AS agent_working_s,
+    coalesce(ca.campaigns, 0) AS campaigns,
+    coalesce(ca.campaigns_met, 0) AS campaigns_met,
+    coalesce(l.levers, 0) AS levers,
+    m.first_ts, m.last_ts
+FROM sessions s
+LEFT JOIN msg m USING (session_id)
+LEFT JOIN calls c USING (session_id)
+LEFT JOIN tagc t USING (session_id)
+LEFT JOIN claims cl USING (session_id)
+LEFT JOIN v_time_accounting ta USING (session_id)
+LEFT JOIN camp ca USING (session_id)
+LEFT JOIN lev l USING (session_id)
+"""
+
+
+def create_views(
+    con: duckdb.DuckDBPyConnection, idle_threshold_s: float = IDLE_THRESHOLD_S
+) -> None:
+    """Create (or replace) ``v_time_accounting`` and ``v_session_summary``."""
+    select = time_accounting_select(float(idle_threshold_s))
+    con.execute(f"CREATE OR REPLACE VIEW v_time_accounting AS {select}")
+    con.execute(_SESSION_SUMMARY_SQL)

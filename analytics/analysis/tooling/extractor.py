@@ -1,0 +1,101 @@
+"""Per-session tooling analyser: launches from commands, server events and numbers from outputs.
+
+One ``ToolingExtractor`` per session, fed every message in order. It remembers files written
+earlier (so ``bash run.sh`` resolves to the launch inside), the last launch of each engine
+(for ``changed_flags``) and the launch in force (for benchmark labels). Message prose is never
+scanned: only tool calls (``ctx.calls``) and tool outputs (``ctx.results``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analytics.models import Launch, Measurement, MessageContext, ServerEvent, ToolCall
+
+from .benchmarks import benchmark_numbers
+from .launches import ScriptMemory, flag_changes, parse_launches, remember_written_file
+from .logs import scan_log
+from .nvidia_smi import gpu_numbers
+
+MAX_SCAN_CHARS = 10_000_000
+"""Longer outputs: the first and last half of this budget are scanned."""
+
+
+@dataclass
+class ToolingFacts:
+    server_events: list[ServerEvent] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+
+
+def sniff_engine(text: str) -> str | None:
+    """The engine whose logs a text holds, from cheap literal markers (None when unclear)."""
+    if "(APIServer pid=" in text or "(EngineCore" in text or "vLLM API server" in text:
+        return "vllm"
+    if "server_args=ServerArgs(" in text or " TP0] " in text or "sglang" in text:
+        return "sglang"
+    if "vllm" in text:
+        return "vllm"
+    return None
+
+
+class ToolingExtractor:
+    """Stateful over one session: call ``extract`` on each message in ``msg_idx`` order."""
+
+    def __init__(self) -> None:
+        self.scripts = ScriptMemory()
+        self.last_by_engine: dict[str, Launch] = {}
+        self.current: Launch | None = None
+
+    def extract(self, ctx: MessageContext) -> ToolingFacts:
+        facts = ToolingFacts()
+        for call in ctx.calls:
+            facts.launches.extend(self._launches(ctx, call))
+        for call in ctx.results:
+            if call.output:
+                self._scan_output(ctx, call, facts)
+        return facts
+
+    # ------------------------------------------------------------------ calls
+
+    def _launches(self, ctx: MessageContext, call: ToolCall) -> list[Launch]:
+        remember_written_file(self.scripts, call.tool, call.input)
+        if not call.command:
+            return []
+        out: list[Launch] = []
+        for spec in parse_launches(call.command, self.scripts):
+            launch = spec.to_launch(ctx.message.session_id, ctx.message.msg_idx, call.call_id)
+            before = self.last_by_engine.get(launch.engine)
+            launch.changed_flags = None if before is None else flag_changes(before, launch)
+            self.last_by_engine[launch.engine] = launch
+            self.current = launch
+            out.append(launch)
+        return out
+
+    # ------------------------------------------------------------------ outputs
+
+    def _scan_output(self, ctx: MessageContext, call: ToolCall, facts: ToolingFacts) -> None:
+        text = call.output or ""
+        if len(text) > MAX_SCAN_CHARS:
+            half = MAX_SCAN_CHARS // 2
+            text = text[:half] + "\n" + text[-half:]
+        session_id, msg_idx = ctx.message.session_id, ctx.message.msg_idx
+        engine = (self.current.engine if self.current else None) or sniff_engine(text) or "unknown"
+        scan = scan_log(text, engine)
+        for ev in scan.events:
+            facts.server_events.append(ServerEvent(
+                session_id=session_id, msg_idx=msg_idx, engine=ev.engine, event=ev.event,
+                detail=ev.detail, log_ts=ev.log_ts))
+        for num in scan.numbers:
+            facts.measurements.append(Measurement(
+                session_id=session_id, msg_idx=msg_idx, metric=num.metric, value=num.value,
+                unit=num.unit, label=num.label, source=num.source))
+        launch_idx = self.current.msg_idx if self.current else None
+        for b in benchmark_numbers(text, call.command, launch_idx):
+            facts.measurements.append(Measurement(
+                session_id=session_id, msg_idx=msg_idx, metric=b.metric, value=b.value,
+                unit=b.unit, label=b.label, source=b.source))
+        for g in gpu_numbers(text, call.command):
+            facts.measurements.append(Measurement(
+                session_id=session_id, msg_idx=msg_idx, metric=g.metric, value=g.value,
+                unit=g.unit, label=g.label, source="nvidia_smi"))

@@ -1,0 +1,383 @@
+"""AppTest smoke test per explorer page, the main interactions, and the
+explorer's query functions on a small realistic database."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+from conftest_app import S_CC, S_CX, S_OC, XSS_TEXT, build_app_db, msg_idx
+from streamlit.testing.v1 import AppTest
+
+from analytics import explore
+from analytics.explore.agreement import annotator_agreement, cohen_kappa, tag_precision_recall
+from analytics.explore.ui import md_escape
+
+APP = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
+PAGES = {
+    "sessions": "Sessions",
+    "session": "Session",
+    "campaign": "Campaign",
+    "readiness": "Readiness claims",
+    "polling": "Polling & aborts",
+    "search": "Search",
+    "sql": "SQL console",
+    "annotate": "Annotate",
+}
+
+
+@pytest.fixture(scope="module")
+def app_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_app_db(tmp_path_factory.mktemp("appdb") / "fixture.duckdb")
+
+
+@pytest.fixture
+def use_db(app_db: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TRANSCRIPTS_DB", str(app_db))
+    return app_db
+
+
+def open_page(page: str, **params: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    if page != "sessions":
+        at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def texts(at: AppTest) -> list[str]:
+    return [t.value for t in at.text if not t.value.startswith("error: ")]
+
+
+def heads(at: AppTest) -> list[str]:
+    """The header line of each message shown on the Session page."""
+    return [m.value for m in at.markdown if m.value.startswith(("**#", "▶"))]
+
+
+def frame(at: AppTest, column: str) -> pd.DataFrame:
+    """The first table on the page that has ``column``."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no table with a {column!r} column")
+
+
+# --- every page renders ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_renders(use_db: Path, page: str) -> None:
+    at = open_page(page)
+    assert [t.value for t in at.title] == [PAGES[page]]
+    assert not at.error, [e.value for e in at.error]
+
+
+# --- Sessions -------------------------------------------------------------------
+
+
+def test_sessions_headline_and_filters(use_db: Path) -> None:
+    at = open_page("sessions")
+    m = metrics(at)
+    assert m["Sessions"] == "3"
+    assert m["Messages"] == "23"
+    assert m["Check-ins"] == "2"
+    assert m["Aborts"] == "2"
+    assert m["Premature claims"] == "1"
+    at.multiselect(key="sessions-format").select("opencode").run()
+    assert metrics(at)["Sessions"] == "1"
+    assert metrics(at)["Check-ins"] == "1"
+    at.multiselect(key="sessions-format").unselect("opencode").run()
+    at.text_input(key="sessions-text").input("qwen").run()
+    assert metrics(at)["Sessions"] == "1"
+    table = at.dataframe[0].value
+    assert list(table["session_id"]) == [S_CC]
+    assert table["open"].iloc[0] == "session?session=claude_code%3A9f1c-qwen"
+
+
+# --- Session --------------------------------------------------------------------
+
+
+def test_session_opens_at_linked_message(use_db: Path) -> None:
+    target = msg_idx(S_OC, "12479")
+    at = open_page("session", session=S_OC, msg=str(target))
+    assert at.selectbox(key="session-pick").value == S_OC
+    assert "ok?" in texts(at)
+    heads = [m.value for m in at.markdown if m.value.startswith("▶")]
+    assert len(heads) == 1 and f"#{target}" in heads[0] and "user\\_checkin" in heads[0]
+    labels = [e.label for e in at.expander]
+    assert any("aborted" in label for label in labels)
+    assert any("seq 1 16" in c.value for c in at.code)
+
+
+def test_session_jump_search_and_tag_filter(use_db: Path) -> None:
+    at = open_page("session", session=S_OC)
+    at.text_input(key="session-jump").input("12477").run()
+    assert at.query_params["msg"] in (str(msg_idx(S_OC, "12477")), [str(msg_idx(S_OC, "12477"))])
+    assert texts(at)[0].startswith("The bottleneck")  # the window starts 2 before the target
+    at.text_input(key="session-jump").input("").run()
+    at.multiselect(key="session-tags").select("error").run()
+    shown = texts(at)
+    assert len(shown) == 2 and all("memory" in t.lower() or "Traceback" in t for t in shown)
+    at.multiselect(key="session-tags").unselect("error").run()
+    at.text_input(key="session-search").input("illegal memory").run()
+    assert len(texts(at)) == 1 and "illegal memory" in texts(at)[0]
+
+
+def test_session_paging(use_db: Path) -> None:
+    at = open_page("session", session=S_OC)
+    at.selectbox(key="session-size").set_value(25).run()
+    assert len(heads(at)) == 13
+    at.session_state["session-start"] = 10
+    at.run()
+    assert len(heads(at)) == 3 and heads(at)[0].startswith("**#10**")
+    at.button[0].click().run()  # First
+    assert len(heads(at)) == 13
+
+
+def test_transcript_text_is_rendered_inert(use_db: Path) -> None:
+    at = open_page("session", session=S_CX)
+    assert XSS_TEXT in texts(at)
+    for md in at.markdown:
+        assert "<script" not in md.value
+        assert "![img](" not in md.value
+        assert "](javascript" not in md.value
+    for el in list(at.markdown) + list(at.caption):
+        assert not getattr(el.proto, "allow_html", False)
+    # the raw HTML in the tool output is shown as code, not rendered
+    assert any("<script>x()</script>" in c.value for c in at.code)
+
+
+def test_md_escape_neutralises_links_and_images() -> None:
+    escaped = md_escape("![img](http://x/y.png) [a](javascript:alert(1)) <b>")
+    assert "![" not in escaped and "](" not in escaped and "<b>" not in escaped
+
+
+# --- Campaign, Readiness, Polling -----------------------------------------------
+
+
+def test_campaign_chart_and_levers(use_db: Path) -> None:
+    at = open_page("campaign", campaign="dsv4-decode")
+    m = metrics(at)
+    assert m["Target"].startswith("1000") and m["Levers"] == "4"
+    assert at.get("vega_lite_chart"), "campaign chart missing"
+    levers = at.dataframe[0].value
+    assert list(levers["outcome"]) == ["improved", "no_effect", "improved", "worse"]
+    assert levers["open"].iloc[0].startswith("session?session=opencode%3Ases_dsv4&msg=")
+
+
+def test_campaign_chart_layers() -> None:
+    con = duckdb.connect()
+    series = pd.DataFrame({"msg_idx": [1, 3], "value": [25.0, 26.6], "unit": "tok/s",
+                           "label": ["a", "b"]})
+    levers = pd.DataFrame({"seq": [1], "name": ["fp8"], "outcome": ["improved"],
+                           "value_before": [25.0], "value_after": [26.6], "delta_pct": [6.4],
+                           "start_msg_idx": [2], "end_msg_idx": [3]})
+    spec = explore.campaign_chart(series, levers, 1000.0, "decode_tok_s").to_dict()
+    marks = [layer["mark"]["type"] for layer in spec["layer"]]
+    assert marks == ["line", "rule", "point", "rule"]
+    assert spec["layer"][1]["encoding"]["color"]["field"] == "outcome"
+    con.close()
+
+
+def test_readiness_claims_with_evidence(use_db: Path) -> None:
+    at = open_page("readiness")
+    m = metrics(at)
+    assert (m["premature"], m["supported"], m["unverified"]) == ("1", "1", "0")
+    at.multiselect(key="readiness-verdicts").select("premature").run()
+    shown = texts(at)
+    assert any("illegal memory access" in t for t in shown)  # the contradiction
+    assert any("up and ready" in t for t in shown)  # the claim
+    links = [p.proto.page for p in at.get("page_link")]
+    assert links and all(link.endswith("session") or "session" in link for link in links)
+
+
+def test_polling_page_figures(use_db: Path) -> None:
+    at = open_page("polling")
+    m = metrics(at)
+    assert (m["Polling loops"], m["Aborts"], m["Check-ins"]) == ("2", "2", "2")
+    aborts = frame(at, "interrupted_status")
+    row = aborts[aborts["session_id"] == S_OC].iloc[0]
+    assert row["interrupted_status"] == "aborted" and bool(row["was_polling"])
+
+
+# --- Search, SQL ----------------------------------------------------------------
+
+
+def test_search_ranks_hits_and_links(use_db: Path) -> None:
+    at = open_page("search", q="memory")
+    hits = frame(at, "snippet")
+    assert len(hits) >= 2
+    assert set(hits["session_id"]) == {S_OC}
+    assert hits["score"].is_monotonic_decreasing
+    assert any("out of memory" in t.lower() for t in texts(at))
+
+
+def test_sql_console_runs_and_refuses(use_db: Path) -> None:
+    at = open_page("sql")
+    at.button(key="sql-run").click().run()
+    result = frame(at, "session_id")
+    assert len(result) == 3 and "session_id" in result.columns
+    assert at.get("download_button")
+    at.text_area(key="sql-text").input("COPY sessions TO '/tmp/x.csv'").run()
+    at.button(key="sql-run").click().run()
+    assert any("Refused a COPY statement" in e.value for e in at.error)
+    at.text_area(key="sql-text").input("SELECT * FROM read_csv('/etc/passwd')").run()
+    at.button(key="sql-run").click().run()
+    assert any("cannot read or write files" in e.value for e in at.error)
+
+
+def test_sql_query_param_autoruns(use_db: Path) -> None:
+    at = open_page("sql", sql="SELECT count(*) AS n FROM messages")
+    assert frame(at, "n")["n"].iloc[0] == 23
+
+
+# --- Annotate -------------------------------------------------------------------
+
+
+def test_annotate_saves_labels_and_shows_agreement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = build_app_db(tmp_path / "annotate.duckdb")
+    monkeypatch.setenv("TRANSCRIPTS_DB", str(db))
+    target = msg_idx(S_CC, "a4")
+    at = open_page("annotate", session=S_CC, msg=str(target))
+    assert "ready?" in texts(at)
+    kappa = frame(at, "kappa")
+    assert list(kappa[["annotator_a", "annotator_b", "items"]].iloc[0]) == ["alice", "bob", 4]
+    at.text_input(key="annotate-annotator").input("carol").run()
+    at.multiselect(key="annotate-tags").select("user_checkin").run()
+    at.button[0].click().run()  # the form's submit button
+    assert not at.error, [e.value for e in at.error]
+    assert any("Saved 9 label" in s.value for s in at.success)
+    pr = frame(at, "precision").set_index("tag")
+    assert pr.loc["user_checkin", "labels"] == 6
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT tag, value FROM annotations WHERE annotator = 'carol' AND msg_idx = ?",
+            [target],
+        ).fetchall()
+    finally:
+        con.close()
+    assert ("user_checkin", True) in rows and ("launch", False) in rows and len(rows) == 9
+
+
+def test_annotate_requires_annotator(use_db: Path) -> None:
+    at = open_page("annotate", session=S_CC, msg="0")
+    at.button[0].click().run()
+    assert any("annotator" in e.value for e in at.error)
+
+
+# --- database trouble -------------------------------------------------------------
+
+
+@pytest.fixture
+def locked_db(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    db = build_app_db(tmp_path / "locked.duckdb")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True);"
+         " time.sleep(120)", str(db)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    yield db, holder
+    holder.kill()
+    holder.wait()
+
+
+def test_locked_database_shows_message_and_retry(
+    locked_db: tuple[Path, subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, holder = locked_db
+    monkeypatch.setenv("TRANSCRIPTS_DB", str(db))
+    at = open_page("sessions")
+    assert any("locked" in e.value for e in at.error)
+    assert at.button(key="db-retry").label == "Retry"
+    assert not at.dataframe
+    holder.kill()
+    holder.wait()
+    at.button(key="db-retry").click().run()
+    assert not at.error and metrics(at)["Sessions"] == "3"
+
+
+def test_missing_database_explains_how_to_create_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRANSCRIPTS_DB", str(tmp_path / "nothing.duckdb"))
+    at = open_page("session")
+    assert any("no such database" in e.value for e in at.error)
+    assert any("transcripts ingest" in c.value for c in at.code)
+    assert at.button(key="db-retry")
+
+
+# --- library pieces the pages call -----------------------------------------------
+
+
+def test_checkin_latency_and_aborts(app_db: Path) -> None:
+    con = duckdb.connect(str(app_db), read_only=True)
+    try:
+        lat = explore.checkin_latency(con).set_index("checkin_text")
+        assert lat.loc["ok?", "silence_before_s"] == 220.0
+        assert lat.loc["ok?", "reply_after_s"] == 20.0
+        assert lat.loc["ready?", "prev_role"] == "assistant"
+        ab = explore.aborts(con).set_index("session_id")
+        assert ab.loc[S_CX, "interrupted_tool"] == "shell"
+        assert not bool(ab.loc[S_CX, "was_polling"])
+    finally:
+        con.close()
+
+
+def test_search_fallback_and_scope(app_db: Path) -> None:
+    con = duckdb.connect(str(app_db), read_only=True)
+    try:
+        hits = explore.search_messages(con, "ready", session_id=S_CC)
+        assert set(hits["session_id"]) == {S_CC}
+        assert list(hits.columns) == ["session_id", "msg_idx", "source_id", "role", "kind",
+                                      "snippet", "score"]
+        assert explore.search_messages(con, "   ").empty
+    finally:
+        con.close()
+
+
+def test_cohen_kappa_known_values() -> None:
+    assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
+    assert cohen_kappa([True, True, False, False], [True, False, True, False]) == 0.0
+    # 20 items: 10 yes/yes, 5 no/no, 3 yes/no, 2 no/yes:
+    # po = .75, pe = .65 * .60 + .35 * .40 = .53, kappa = .22 / .47
+    a = [True] * 13 + [False] * 7
+    b = [True] * 10 + [False] * 3 + [True] * 2 + [False] * 5
+    assert cohen_kappa(a, b) == pytest.approx(0.22 / 0.47)
+    assert cohen_kappa([], []) is None
+
+
+def test_precision_recall_and_annotator_agreement() -> None:
+    labels = pd.DataFrame({
+        "session_id": ["s"] * 6, "msg_idx": [1, 2, 3, 1, 2, 3], "tag": ["t"] * 6,
+        "annotator": ["a", "a", "a", "b", "b", "b"],
+        "value": [True, True, False, True, False, False],
+        "auto": [True, False, True, True, False, True],
+    })
+    pr = tag_precision_recall(labels).set_index("tag").loc["t"]
+    assert (pr["tp"], pr["fp"], pr["fn"]) == (2, 2, 1)
+    assert pr["precision"] == 0.5 and pr["recall"] == pytest.approx(2 / 3)
+    agree = annotator_agreement(labels).iloc[0]
+    assert agree["items"] == 3 and agree["agreement"] == pytest.approx(2 / 3)
+
+
+def test_app_path_and_command() -> None:
+    assert explore.app_path() == APP
+    cmd = explore.streamlit_command(8765)
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and "8765" in cmd
