@@ -262,10 +262,10 @@ def demo(
 ) -> None:
     """Ingest the bundled sample sessions and open the explorer."""
     from analytics.ingest import ingest as run_ingest
-    from analytics.samples_path import samples_dir
+    from analytics.samples_path import sample_inputs
 
     path = _db(db)
-    summary = _run_with_progress(run_ingest, [samples_dir()], path, "auto", True, None)
+    summary = _run_with_progress(run_ingest, sample_inputs(), path, "auto", True, None)
     _print_summary(summary)
     from analytics.store.db import connect
     from analytics.store.sessions import demo_overview

@@ -182,6 +182,7 @@ class _FileLoader:
                         setattr(item, fld, self._redact(item.session_id, item.msg_idx, fld, val))
             self.calls.append(item)
         elif isinstance(item, Session):
+            item.source_path = self.path
             self._claim_session(item)
             item.session_id = self._sid(item.session_id) or item.session_id
             item.parent_session_id = self._sid(item.parent_session_id)

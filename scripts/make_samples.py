@@ -29,13 +29,15 @@ def validate(rel: str, content: str) -> int:
     """Parse what we wrote; return the record count."""
     if rel.endswith(".jsonl"):
         lines = content.splitlines()
-        for n, line in enumerate(lines, 1):
+        for line in lines:
             json.loads(line)  # raises with the line number in the traceback context
         return len(lines)
     if rel.endswith(".json"):
         doc = json.loads(content)
-        return len(doc.get("messages", [])) if isinstance(doc, dict) else 1
-    return content.count("\n")
+        return len(doc["messages"]) if isinstance(doc, dict) and "messages" in doc else 1
+    if rel.endswith(".txt"):
+        return content.count("<msg id=")
+    return content.count("\n") - 1  # tsv rows without the header
 
 
 def hints_tsv(results: list[Result]) -> str:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 NO_EFFECT_PCT = 3.0
 Outcome = Literal["improved", "no_effect", "worse", "failed", "not_applicable", "pending"]
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 _SEARCH_COMMAND = re.compile(r"^\s*(?:grep|rg|ag|find|ls|git|cat\s+\S+\.py|sed -n)\b")
 _ASSISTANT_FAILURE = re.compile(
     r"\b(fail(?:s|ed|ing)?|crash(?:ed|es)?|oom(?:'d|ed)?|out of memory|invalid|not supported|"
@@ -146,7 +146,7 @@ class Goal:
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.findall(text or "") if s.strip()]
+    return [s.strip() for s in _SENTENCE_BREAK.split(text or "") if s.strip()]
 
 
 def _goal_in(sentence: str, msg_idx: int) -> Goal | None:

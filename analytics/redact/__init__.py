@@ -135,7 +135,9 @@ class Redactor:
     def _scan(self, text: str) -> Scan | None:
         """A Scan of ``text`` when one of the gate needles occurs in it, else None."""
         low = ascii_lower(text)
-        if any(n in low for n in self._ps.gate):
+        if any(n in low for n in self._ps.gate) or any(
+            rx.search(low) for rx in self._ps.gate_regexes
+        ):
             return Scan(text, low)
         return None
 
@@ -192,38 +194,42 @@ class Redactor:
         found: list[Finding] = []
         for i, (kind, triggers, plugin) in enumerate(self._plugins):
             if any(scan.has(t) for t in triggers):
-                for offset, line in self._lines(text, triggers):
+                for offset, line in self._lines(scan, triggers, ci=False):
                     for secret in plugin.analyze_string(line):
                         found.extend(_occurrences(kind, text, line, offset, secret, base + i))
         if self._wants_entropy(scan):
-            found.extend(self._high_entropy(text, base + len(self._plugins)))
+            found.extend(self._high_entropy(scan, base + len(self._plugins)))
         return found
 
-    def _lines(self, text: str, needles: tuple[str, ...]) -> list[tuple[int, str]]:
-        """(offset, segment) for the lines holding a needle; long lines cut into windows."""
+    def _lines(self, scan: Scan, needles: tuple[str, ...], ci: bool) -> list[tuple[int, str]]:
+        """(offset, line) for each line holding a needle; a long line gives a window."""
+        hay = scan.low if ci else scan.text
+        text, half = scan.text, self._max_line // 2
+        seen: set[int] = set()
         result: list[tuple[int, str]] = []
-        pos = 0
-        for line in text.split("\n"):
-            if any(n in line for n in needles):
-                if len(line) <= self._max_line:
-                    result.append((pos, line))
-                else:
-                    step = self._max_line - 256
-                    for s in range(0, len(line), step):
-                        result.append((pos + s, line[s : s + self._max_line]))
-            pos += len(line) + 1
+        for needle in needles:
+            i = hay.find(needle)
+            while i >= 0:
+                start = text.rfind("\n", 0, i) + 1
+                end = text.find("\n", i)
+                end = len(text) if end < 0 else end
+                if end - start > self._max_line:
+                    start, end = max(start, i - half), min(end, i + half)
+                if start not in seen:
+                    seen.add(start)
+                    result.append((start, text[start:end]))
+                i = hay.find(needle, max(end, i + 1))
         return result
 
-    def _high_entropy(self, text: str, prio: int) -> list[Finding]:
+    def _high_entropy(self, scan: Scan, prio: int) -> list[Finding]:
         found: list[Finding] = []
         lo, hi = self._he_len
-        for offset, line in self._lines(text, ('"', "'")):
-            low = line.lower()
-            if not any(w in low for w in self._he_words):
+        for offset, line in self._lines(scan, self._he_words, ci=True):
+            if '"' not in line and "'" not in line:
                 continue
             for cand in self._entropy.analyze_string(line):
                 if lo <= len(cand) <= hi and self._looks_secret(cand):
-                    found.extend(_occurrences(self._he_kind, text, line, offset, cand, prio))
+                    found.extend(_occurrences(self._he_kind, scan.text, line, offset, cand, prio))
         return found
 
     def _looks_secret(self, cand: str) -> bool:
@@ -238,9 +244,9 @@ class Redactor:
 def _occurrences(
     kind: str, text: str, line: str, offset: int, secret: str, prio: int
 ) -> list[Finding]:
-    """Findings for each place ``secret`` occurs in ``line``, grown to whole tokens."""
-    found = []
-    if len(secret) < 8:
+    """Findings for each place ``secret`` occurs in ``line``, grown to the whole token."""
+    found: list[Finding] = []
+    if not secret:
         return found
     i = line.find(secret)
     while i >= 0:
@@ -248,7 +254,8 @@ def _occurrences(
         end = start + len(secret)
         while end < len(text) and text[end] in _TOKEN_CHARS:
             end += 1
-        if is_boundary(text, start) or not text[start].isalnum():
+        # Some plugins report only a prefix group (GitLab's ``glpat``): grown above.
+        if end - start >= 8 and (is_boundary(text, start) or not text[start].isalnum()):
             found.append(Finding(kind, start, end, prio))
         i = line.find(secret, i + len(secret))
     return found

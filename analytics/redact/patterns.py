@@ -112,6 +112,8 @@ class PatternSet:
     """Lowercase triggers matched in any ASCII case (including the high-entropy context words)."""
     gate: tuple[str, ...]
     """Lowercase needles, one of which occurs (in any case) in every text worth scanning."""
+    gate_regexes: tuple[re.Pattern[str], ...]
+    """Needles sharing a two-letter prefix, merged into one literal-prefixed regex each."""
 
 
 @cache
@@ -145,6 +147,7 @@ def load_patterns() -> PatternSet:
     gate = {t.lower() for p in patterns for t in (p.triggers_ci or p.triggers)}
     gate.update(t.lower() for plugin in ds["plugins"] for t in plugin["triggers"])
     gate.update(ds["high_entropy"]["context_words"])
+    merged = _merge_by_prefix(_minimal(gate))
     return PatternSet(
         version=raw["version"],
         patterns=patterns,
@@ -154,8 +157,24 @@ def load_patterns() -> PatternSet:
         detect_secrets=ds,
         triggers=_minimal(triggers),
         triggers_ci=_minimal(triggers_ci),
-        gate=_minimal(gate),
+        gate=tuple(n for n in _minimal(gate) if n[:2] not in merged),
+        gate_regexes=tuple(merged.values()),
     )
+
+
+def _merge_by_prefix(needles: tuple[str, ...], least: int = 3) -> dict[str, re.Pattern[str]]:
+    """One regex per two-letter prefix shared by ``least`` needles or more.
+
+    ``re`` searches a literal prefix quickly, so one pass replaces several ``in`` tests.
+    """
+    groups: dict[str, list[str]] = {}
+    for n in needles:
+        groups.setdefault(n[:2], []).append(n[2:])
+    return {
+        prefix: re.compile(re.escape(prefix) + "(?:" + "|".join(map(re.escape, rests)) + ")")
+        for prefix, rests in groups.items()
+        if len(rests) >= least and len(prefix) == 2
+    }
 
 
 def _minimal(needles: set[str]) -> tuple[str, ...]:
@@ -269,7 +288,7 @@ def _env_name(text: str, m: re.Match[str], secret: str, ps: PatternSet) -> bool:
     if strength == NOT_A_CREDENTIAL:
         return False
     random_looking = len(secret) >= 8 and classes(secret) >= 2
-    if m.group("quote"):
+    if _quoted(m):
         return strength == STRONG or random_looking
     # Unquoted: reject code (``api_key=api_key``, ``password=getpass()``, ``token: str``).
     low, kw = secret.lower(), m.group("kw").lower()
@@ -279,6 +298,11 @@ def _env_name(text: str, m: re.Match[str], secret: str, ps: PatternSet) -> bool:
         return False
     prose = m.group("op") == ":" and name.lower() in ps.env_names["bare_names"]
     return random_looking if strength == WEAK or prose else True
+
+
+def _quoted(m: re.Match[str]) -> bool:
+    """The value was opened by a quote (possibly JSON-escaped: ``\\"``)."""
+    return "quote" in m.re.groupindex and any(q in m.group("quote") for q in "\"'`")
 
 
 CHECKS: dict[str, Check] = {
@@ -303,8 +327,7 @@ def secret_span(m: re.Match[str], text: str) -> tuple[int, int]:
         start, end = m.span()
     while end > start and text[end - 1] == "\\":  # never split a JSON escape
         end -= 1
-    quoted = "quote" in m.re.groupindex and m.group("quote")
-    if not quoted:
+    if not _quoted(m):
         while end > start + 1 and text[end - 1] in _PROSE_TAIL:
             end -= 1
     return start, end

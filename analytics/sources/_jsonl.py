@@ -11,16 +11,17 @@ The caller counts each good record it yields (``ledger.stored()``).
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from pathlib import Path
 
 import orjson
 
 from analytics.models import Ledger, Quarantined
 
-CHUNK_SIZE = 1 << 20
+CHUNK_SIZE = 4 << 20
 MAX_RAW_CHARS = 64 * 1024
 PEEK_SIZE = 4 << 20
 
@@ -81,6 +82,10 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
     ``line_no`` is the number of lines before ``offset`` (the first line read is
     ``line_no + 1``). Blank lines are counted but not yielded.
     """
+    # The hot loop of every JSONL parser: big reads split with bytes.split, and
+    # _decode inlined (one call per line less). ``isspace`` tests the same ASCII
+    # whitespace as ``strip`` but stops at the first non-blank byte.
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
     with path.open("rb") as fh:
         fh.seek(offset)
         pending = b""
@@ -90,10 +95,19 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
             pending = parts.pop()
             for raw in parts:
                 line_no += 1
-                if raw.strip():
-                    yield JsonLine(line_no, pos, raw, _decode(raw))
+                if raw and not raw.isspace():
+                    try:
+                        value: dict[str, object] | Exception = loads(raw)
+                    except decode_error as exc:
+                        value = exc
+                    else:
+                        if type(value) is not dict:
+                            value = NotAnObjectError(
+                                f"not a JSON object but {type(value).__name__}"
+                            )
+                    yield JsonLine(line_no, pos, raw, value, True, f"line {line_no}")
                 pos += len(raw) + 1
-        if pending.strip():
+        if pending and not pending.isspace():
             yield JsonLine(line_no + 1, pos, pending, _decode(pending), terminated=False)
 
 
@@ -115,22 +129,21 @@ def read_records(
         lines.close()
         yield from _read_objects(path, ledger, offset, line_no)
         return
-    yield from _account(first, ledger)
+    yield from _account(chain((first,), lines), ledger)
+
+
+def _account(lines: Iterable[JsonLine], ledger: Ledger) -> Iterator[JsonLine | Quarantined]:
     for line in lines:
-        yield from _account(line, ledger)
-
-
-def _account(line: JsonLine, ledger: Ledger) -> Iterator[JsonLine | Quarantined]:
-    if isinstance(line.value, Exception):
-        ledger.quarantined()
-        yield Quarantined(
-            location=f"line {line.line_no}", error=one_line(line.value), raw=decode_raw(line.raw)
-        )
-        if not line.terminated:
-            return
-    else:
-        yield line
-    ledger.end_offset, ledger.end_line = line.end, line.line_no
+        if isinstance(line.value, Exception):
+            ledger.quarantined()
+            yield Quarantined(
+                location=line.location, error=one_line(line.value), raw=decode_raw(line.raw)
+            )
+            if not line.terminated:
+                return
+        else:
+            yield line
+        ledger.end_offset, ledger.end_line = line.end, line.line_no
 
 
 def _read_objects(

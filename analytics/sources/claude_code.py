@@ -123,7 +123,7 @@ def _looks_like_line(obj: dict[str, object]) -> bool:
 # ---------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Use:
     call_id: str
     tool: str | None
@@ -131,14 +131,14 @@ class _Use:
     command: str | None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Result:
     call_id: str
     text: str
     is_error: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class _Line:
     """What one user/assistant/system line says, validated."""
 
@@ -262,6 +262,155 @@ def _fill_user(line: _Line, message: dict[str, object], is_meta: bool) -> None:
     else:
         line.role = "system" if is_meta else "user"
     line.text = "\n".join(texts)
+
+
+# The fast path: one function, inline type checks, for the shapes Claude Code writes.
+# It accepts a line only when every field it reads has exactly the expected type and
+# raises _Unusual otherwise; the caller then re-reads the line with ``_extract``
+# above, which decides between a record and a quarantine with its reason. Both are
+# pure, so a line the fast path gives up on costs only the time spent.
+
+_STR_OR_NONE = frozenset({str, type(None)})
+_BOOL_OR_NONE = frozenset({bool, type(None)})
+_FALLBACK = (BadRecordError, TypeError, ValueError)
+
+
+class _Unusual(Exception):
+    """A shape the fast path does not handle (not necessarily a bad one)."""
+
+
+def _extract_usual(obj: dict[str, object]) -> _Line:
+    """``_extract`` for the usual shapes; _Unusual (or BadRecordError) for any other."""
+    get = obj.get
+    uuid, parent, logical = get("uuid"), get("parentUuid"), get("logicalParentUuid")
+    side, compact = get("isSidechain"), get("isCompactSummary")
+    message = get("message")
+    if message is None:
+        message = {}
+    if not (
+        {
+            type(get("timestamp")),
+            type(get("sessionId")),
+            type(get("version")),
+            type(get("cwd")),
+            type(uuid),
+            type(parent),
+            type(logical),
+        }
+        <= _STR_OR_NONE
+        and {type(side), type(compact)} <= _BOOL_OR_NONE
+        and type(message) is dict
+    ):
+        raise _Unusual
+    assert isinstance(message, dict)
+    rtype = obj["type"]
+    common = {
+        "uuid": uuid,
+        "parent": parent or logical,
+        "is_sidechain": side is True,
+        "is_compaction_summary": compact is True,
+    }
+    if rtype == "assistant":
+        return _assistant_usual(message, get("isApiErrorMessage") is True, common)
+    if rtype == "user":
+        is_meta = get("isMeta")
+        if type(is_meta) not in _BOOL_OR_NONE:
+            raise _Unusual
+        return _user_usual(message, is_meta is True, get("toolUseResult"), common)
+    raise _Unusual  # system lines are rare: the careful path reads them
+
+
+def _assistant_usual(
+    message: dict[str, object], api_error: bool, common: dict[str, object]
+) -> _Line:
+    model, content = message.get("model"), message.get("content")
+    if type(model) not in _STR_OR_NONE:
+        raise _Unusual
+    texts: list[str] = []
+    thinking: list[str] = []
+    uses: list[_Use] = []
+    if type(content) is str:
+        texts.append(content)
+    elif type(content) is list:
+        for block in content:
+            if type(block) is not dict:
+                raise _Unusual
+            btype = block.get("type")
+            if btype == "text":
+                texts.append(_usual_str(block.get("text")))
+            elif btype == "thinking":
+                thinking.append(_usual_str(block.get("thinking")))
+            elif btype == "tool_use":
+                uses.append(_tool_use(block))
+    elif content is not None:
+        raise _Unusual
+    native_type, text = "assistant", ""
+    if texts:
+        text = "\n".join(texts)
+    elif thinking:
+        text, native_type = "\n".join(thinking), "assistant/thinking"
+    return _Line(
+        rtype="assistant",
+        role="assistant",
+        text=text,
+        native_type=native_type,
+        model=model,  # type: ignore[arg-type]  # checked above
+        error=(text or "API error") if api_error else None,
+        uses=uses,
+        **common,  # type: ignore[arg-type]
+    )
+
+
+def _user_usual(
+    message: dict[str, object], is_meta: bool, tool_use_result: object, common: dict[str, object]
+) -> _Line:
+    content = message.get("content")
+    texts: list[str] = []
+    results: list[_Result] = []
+    if type(content) is str:
+        texts.append(content)
+    elif type(content) is list:
+        for block in content:
+            if type(block) is not dict:
+                raise _Unusual
+            btype = block.get("type")
+            if btype == "tool_result":
+                results.append(_tool_result_usual(block))
+            elif btype == "text":
+                texts.append(_usual_str(block.get("text")))
+            elif btype == "image":
+                texts.append("[image]")
+    elif content is not None:
+        raise _Unusual
+    role: Role = "tool" if results else "system" if is_meta else "user"
+    if results:
+        texts = [r.text for r in results] + texts
+    return _Line(
+        rtype="user",
+        role=role,
+        text="\n".join(texts),
+        native_type="user",
+        results=results,
+        tool_use_result=tool_use_result,
+        **common,  # type: ignore[arg-type]
+    )
+
+
+def _tool_result_usual(block: dict[str, object]) -> _Result:
+    call_id, content, is_error = block.get("tool_use_id"), block.get("content"), block.get("is_error")
+    if not call_id or type(call_id) is not str or type(is_error) not in _BOOL_OR_NONE:
+        raise _Unusual
+    text = content if type(content) is str else _result_text(content)
+    return _Result(call_id, text, is_error is True)
+
+
+def _usual_str(value: object) -> str:
+    """A text field: a str, or "" when absent."""
+    if type(value) is str:
+        return value
+    if value is None:
+        return ""
+    raise _Unusual
 
 
 def outcome(text: str, is_error: bool, tool_use_result: object) -> tuple[ToolStatus, int | None]:

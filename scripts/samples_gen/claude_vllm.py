@@ -52,7 +52,10 @@ class CC:
         d = self._env("user")
         d["message"] = {"role": "user", "content": content}
         d.update(extra)
-        return self._push(d, tags)
+        u = self._push(d, tags)
+        if isinstance(content, str) and not extra and not self.sidechain:
+            self.snapshot(u)
+        return u
 
     def assistant(self, blocks: list[dict[str, Any]], stop: str | None = None, tags: dict[int, tuple[str, ...]] | None = None) -> list[str]:
         """One API message streamed as one line per content block, all sharing message.id / requestId."""
@@ -166,12 +169,19 @@ def build() -> Result:
     rel = f"{DIR}/{sid}.jsonl"
     c = CC(rng, clock, sid, rel)
     c.lines.append({"type": "summary", "summary": "Deploy Qwen3-32B on vLLM with TP=2 and benchmark", "leafUuid": ids.uuid4()})
-    u0 = c.user(f"Deploy {SERVED} with vLLM on this box (2x L40S), tensor parallel 2, gpu mem util 0.90, port 8000. Then smoke test and benchmark it.", gap=0)
-    c.snapshot(u0)
+    c.user(f"Deploy {SERVED} with vLLM on this box (2x L40S), tensor parallel 2, gpu mem util 0.90, port 8000. Then smoke test and benchmark it.", gap=0)
     c.bash([c.think("Check GPUs and whether anything is already holding memory."), c.text("Let me check the GPUs and the vLLM install first.")],
            "nvidia-smi --query-gpu=index,name,memory.used,memory.total,utilization.gpu --format=csv && vllm --version", "Check GPUs and vLLM version",
            "index, name, memory.used [MiB], memory.total [MiB], utilization.gpu [%]\n0, NVIDIA L40S, 9214 MiB, 46068 MiB, 0 %\n"
            "1, NVIDIA L40S, 9214 MiB, 46068 MiB, 0 %\n0.11.0")
+    for pre_cmd, desc, out in (
+        ("df -h /home ~/.cache/huggingface | tail -2", "Check disk space", "/dev/nvme0n1p2  1.8T  612G  1.1T  36% /home\n/dev/nvme0n1p2  1.8T  612G  1.1T  36% /home"),
+        ("ls ~/.cache/huggingface/hub | grep -i qwen3", "Check the HF cache", "models--Qwen--Qwen3-0.6B\nmodels--Qwen--Qwen3-32B"),
+        ("du -sh ~/.cache/huggingface/hub/models--Qwen--Qwen3-32B", "Size of cached weights", "62G\t/home/sam/.cache/huggingface/hub/models--Qwen--Qwen3-32B"),
+        ("python -c 'import torch; print(torch.__version__, torch.cuda.device_count())'", "Check torch", "2.8.0+cu128 2"),
+        ("ss -ltnp | grep -E ':8000|:8011' || true", "Check ports in use", 'LISTEN 0      2048         0.0.0.0:8011      0.0.0.0:*    users:(("python3",pid=31877,fd=22))'),
+    ):
+        c.bash([c.text(f"{desc}.")], pre_cmd, desc, out)
     cmd = f"vllm serve {SERVED} --tensor-parallel-size 2 --gpu-memory-utilization 0.90 --max-model-len 32768 --port 8000"
     launch_tu = c.tool("Bash", {"command": cmd, "description": "Start vLLM server (TP=2)", "run_in_background": True})
     c.assistant([c.text("Both GPUs visible, vLLM 0.11.0. Starting the server in the background."), launch_tu], tags={1: ("launch",)})
@@ -193,7 +203,8 @@ def build() -> Result:
                  {"shellId": shell, "command": cmd, "status": status, "exitCode": exit_code, "stdout": shown, "stderr": "",
                   "stdoutLines": n, "stderrLines": 1, "timestamp": ts}, gap=0.3, tags=tags_result)
 
-    poll("5b21e0", fail_log, 4, tags_call=("polling_loop",))
+    for n in (2, 3, 4, 6):
+        poll("5b21e0", fail_log, n, tags_call=("polling_loop",))
     poll("5b21e0", fail_log, 7, tags_call=("polling_loop",))
     c.user("done?", gap=41, tags=("user_checkin",))
     poll("5b21e0", fail_log, len(fail_log), status="failed", exit_code=1, tags_call=("polling_loop",), tags_result=("error",),
@@ -223,7 +234,8 @@ def build() -> Result:
     c.result(launch2, "Command running in background with ID: 9c07d4",
              {"stdout": "", "stderr": "", "interrupted": False, "isImage": False, "backgroundTaskId": "9c07d4"}, gap=1.1)
     ok_log = _vllm_log(False, 0.78)
-    poll("9c07d4", ok_log, 6, tags_call=("polling_loop",))
+    for n in (3, 5, 6, 7, 8, 9, 10):
+        poll("9c07d4", ok_log, n, tags_call=("polling_loop",))
     c.user("is it up?", gap=70, tags=("user_checkin",))
     poll("9c07d4", ok_log, 12, tags_call=("polling_loop",), pre=[c.text("Still initializing (torch.compile). Checking.")])
     poll("9c07d4", ok_log, len(ok_log), tags_call=("polling_loop",))

@@ -267,8 +267,8 @@ def access(t: datetime, path: str, port: int, method: str = "GET", code: str = "
 
 def _row(key: str, value: object) -> str:
     if isinstance(value, float):
-        return "{:<40} {:<10.2f}".format(key, value)
-    return "{:<40} {:<10}".format(key, value)
+        return f"{key:<40} {value:<10.2f}"
+    return f"{key:<40} {value:<10}"
 
 
 def _section(title: str) -> str:
@@ -385,8 +385,8 @@ def bench_serving_preamble(b: Bench, model: str, host: str, port: int) -> str:
         f"request_rate=inf, max_concurrency={b.concurrency}, seed=1, disable_tqdm=False, disable_stream=False, "
         "return_logprob=False, warmup_requests=1, output_file=None)",
         "",
-        "#Input tokens: %d" % (b.num_prompts * b.input_len),
-        "#Output tokens: %d" % (b.num_prompts * b.output_len),
+        f"#Input tokens: {b.num_prompts * b.input_len}",
+        f"#Output tokens: {b.num_prompts * b.output_len}",
         "Starting warmup with 1 sequences...",
         "Warmup completed with 1 sequences. Starting main benchmark run...",
         f"100%|██████████| {b.num_prompts}/{b.num_prompts} [{_mmss(b.num_prompts * b.output_len / b.out_tput)}<00:00, "

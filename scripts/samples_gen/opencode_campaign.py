@@ -5,9 +5,18 @@ from __future__ import annotations
 import random
 
 from .common import Clock, Result, utc
-from .logs import (Bench, Boot, access, bench_serving_block, bench_serving_preamble, decode_batch,
-                   nvidia_smi, sglang_boot, smi_query)
-from .opencode_writer import OpencodeSession, Tool
+from .logs import (
+    Bench,
+    Boot,
+    access,
+    bench_serving_block,
+    bench_serving_preamble,
+    decode_batch,
+    nvidia_smi,
+    sglang_boot,
+    smi_query,
+)
+from .opencode_writer import OpencodeSession
 
 FILE = "opencode_deepseek_v4_campaign.json"
 MODEL = "/models/DeepSeek-V4-Flash"
@@ -246,7 +255,7 @@ class Campaign:
         s.bash(f"ssh {HOST} 'grep \"Decode batch\" /root/dsv4_decode.log | tail -3'",
                "\n".join(decode_batch(self.clock.t, running=16, tokens=19000 + 400 * i, usage=0.05, tput=24.9 + 0.3 * i) for i in range(3)),
                "Decode throughput from server log", think="Cross-check with the server-side decode throughput.")
-        mid = s.say("Baseline (random 1024 in / 256 out):\n\n| concurrency | output tok/s | TPOT ms |\n|---|---|---|\n| 1 | 10.2 | 98 |\n| 16 | 25.3 | 632 |\n\n"
+        s.say("Baseline (random 1024 in / 256 out):\n\n| concurrency | output tok/s | TPOT ms |\n|---|---|---|\n| 1 | 10.2 | 98 |\n| 16 | 25.3 | 632 |\n\n"
                     "We're ~40x below the 1000 tok/s target. Scaling from 1 → 16 streams only gives 2.5x, so decode is compute-bound in "
                     "some kernel rather than latency-bound. I'll go through the usual levers one at a time, measuring c16 output "
                     "throughput after each: FP8 block-GEMM tuning, NCCL settings, CUDA graphs, indexer fusion, MoE backend, expert parallelism.",
@@ -263,7 +272,7 @@ class Campaign:
         s.bash(f"ssh {HOST} 'ls /root/sglang/benchmark/kernels/quantization/'",
                "README.md\nbench_fp4_quant.py\nbench_int8_quant.py\ntuning_block_wise_kernel.py",
                "Find tuning script", think="Use sglang's block-wise tuning script.")
-        mid = s.bash(f"ssh {HOST} 'cd /root/sglang && nohup python3 benchmark/kernels/quantization/tuning_block_wise_kernel.py --tp-size 4 --input-type fp8 --out-dtype bfloat16 --block-n 128 --block-k 128 > /root/fp8_tune.log 2>&1 & echo started'",
+        s.bash(f"ssh {HOST} 'cd /root/sglang && nohup python3 benchmark/kernels/quantization/tuning_block_wise_kernel.py --tp-size 4 --input-type fp8 --out-dtype bfloat16 --block-n 128 --block-k 128 > /root/fp8_tune.log 2>&1 & echo started'",
                      "started", "Start FP8 block GEMM tuning",
                      think="Tune all N,K shapes across all 8 GPUs. This takes a while.",
                      text="No tuned W8A8 block-FP8 configs exist for the RTX PRO 6000, so every FP8 GEMM uses the default tile config. Starting the block-wise tuner on all 8 GPUs (servers stopped during tuning).")

@@ -168,7 +168,7 @@ def build() -> Result:
     draft_t = next(t for t, x in L2.lines if "Capture draft cuda graph begin" in x)
     mid = T.next_id
     while T.next_id < 6850:
-        T.msg(a, "", (f"sleep 15; ssh qwen-kpro5 'tail -2 /root/qwen_mtp.log'",
+        T.msg(a, "", ("sleep 15; ssh qwen-kpro5 'tail -2 /root/qwen_mtp.log'",
                       L2.tail(2, L2.start + (draft_t - L2.start) * ((T.next_id - mid + 1) / (6850 - mid)) - timedelta(seconds=2))))
     T.msg(a, "Process confirmed running with PID 5834 under setsid; it survived the ssh exit this time.",
           ("ssh qwen-kpro5 'ps -o pid,sid,etime,cmd -p 5834 | cut -c1-80'",

@@ -26,8 +26,8 @@ _CONCURRENCY_FLAG = re.compile(r"--max-concurrency[= ]+(\d+)\b")
 _BATCH_FLAG = re.compile(r"--batch-size[= ]+(\d+)(?!\s+\d)")
 
 _ONE_BATCH = re.compile(
-    r"(Prefill|Total)\. +latency: ([\d.]+) s, throughput: +([\d.]+) token/s"
-    r"|Decode\. +median latency: ([\d.]+) s, median throughput: +([\d.]+) token/s"
+    r"(Prefill|Total)\. +latency: +([\d.]+) s, throughput: +([\d.]+) token/s"
+    r"|Decode\. +median latency: +([\d.]+) s, median throughput: +([\d.]+) token/s"
     r"|Decode +\d+\. Batch size: (\d+), latency"
 )
 _VLLM_THROUGHPUT = re.compile(

@@ -126,6 +126,11 @@ def _signatures() -> dict[str, Any]:
     return raw
 
 
+_CUDA_GRAPH = re.compile(
+    r"Capture (?:(target|draft) )?(?:(extend|decode|verify|piecewise) )?(?:cuda|CUDA|cpu|npu) graph (begin|end)\b"
+)
+
+
 def _compose_cuda_graph(m: re.Match[str]) -> str:
     role, variant, phase = m.group(1), m.group(2), m.group(3)
     parts = []
@@ -170,6 +175,9 @@ def line_numbers(line: LogLine) -> list[NumberHit]:
         label = sig.get("label")
         if label:
             label = label.format(**{k: (v or "").replace(",", "") for k, v in groups.items()})
+        elif sig.get("label_from") == "cuda_graph":
+            graph = _CUDA_GRAPH.search(msg)
+            label = f"graph={_compose_cuda_graph(graph).removesuffix('_end')}" if graph else None
         for name, raw in groups.items():
             if raw is None or name.startswith("_"):
                 continue
@@ -236,7 +244,7 @@ def scan_log(text: str, context_engine: str = "sglang") -> LogScan:
                 scan.events.append(hit)
         for fail in failure_hits(line.message):
             f_engine = fail.engine if fail.engine != "any" else engine
-            key = (f_engine, fail.event, fail.detail)
+            key = (f_engine, fail.event, fail.detail or fail.text)
             if key not in seen:
                 seen.add(key)
                 scan.events.append(EventHit(f_engine, fail.event, fail.detail or fail.text, line.log_ts))
@@ -247,7 +255,7 @@ def scan_log(text: str, context_engine: str = "sglang") -> LogScan:
 def _long_line(raw: str, engine: str, scan: LogScan, seen: set[tuple[str, str, str | None]]) -> None:
     for fail in failure_hits(raw):
         f_engine = fail.engine if fail.engine != "any" else engine
-        key = (f_engine, fail.event, fail.detail)
+        key = (f_engine, fail.event, fail.detail or fail.text)
         if key not in seen:
             seen.add(key)
             scan.events.append(EventHit(f_engine, fail.event, fail.detail or fail.text, None))

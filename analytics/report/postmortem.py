@@ -1,0 +1,438 @@
+"""The postmortem of one session: Markdown plus PNG charts beside it.
+
+Everything is read from the database; campaigns, levers and readiness verdicts
+come from their tables, or are derived on the fly (pure) when the ingest did not
+store them. The same database gives a byte-identical report apart from the one
+``Generated at`` line.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
+from analytics.analysis.timeaccounting import time_accounting_select
+from analytics.errors import SessionNotFoundError
+from analytics.models import Campaign, Lever, ReadinessClaim
+from analytics.report.charts import metric_chart
+
+GENERATED_PREFIX = "_Generated at "
+MAX_TIMELINE = 80
+KEY_EVENTS = (
+    "server_ready",
+    "oom",
+    "crash",
+    "uvicorn_running",
+    "health_ok",
+    "cuda_graph_begin",
+    "draft_cuda_graph_begin",
+    "cuda_graph_end",
+)
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def _short(text: Any, n: int = 120) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def _duration(seconds: Any) -> str:
+    if seconds is None or pd.isna(seconds):
+        return "–"
+    s = int(round(float(seconds)))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h {m:02d}m {sec:02d}s" if h else f"{m}m {sec:02d}s"
+
+
+class _Session:
+    """The frames plus what the analysis says about them."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
+        self.frames: SessionFrames = load_session_frames(con, session_id)
+        if self.frames.session.empty:
+            raise SessionNotFoundError(session_id, "database")
+        self.campaigns, self.levers, self.claims = _analysis(con, session_id, self.frames)
+        self.times = _time_row(con, session_id)
+
+    def ts(self, msg_idx: int | None) -> str:
+        msgs = self.frames.messages
+        hit = msgs.loc[msgs["msg_idx"] == msg_idx, "ts"] if msg_idx is not None else []
+        if len(hit) and pd.notna(hit.iloc[0]):
+            return pd.Timestamp(hit.iloc[0]).strftime("%Y-%m-%d %H:%M:%S")
+        return "–"
+
+    def text(self, msg_idx: int | None) -> str:
+        msgs = self.frames.messages
+        hit = msgs.loc[msgs["msg_idx"] == msg_idx, "text"] if msg_idx is not None else []
+        return str(hit.iloc[0] or "") if len(hit) else ""
+
+    def ref(self, msg_idx: int | None) -> str:
+        return self.frames.ref(msg_idx)
+
+
+def _analysis(
+    con: duckdb.DuckDBPyConnection, session_id: str, frames: SessionFrames
+) -> tuple[list[Campaign], list[Lever], list[ReadinessClaim]]:
+    def rows(table: str, order: str) -> list[dict[str, Any]]:
+        df = con.execute(
+            f"SELECT * FROM {table} WHERE session_id = ? ORDER BY {order}", [session_id]
+        ).df()
+        return [{k: (None if _isna(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
+
+    campaigns = [Campaign(**r) for r in rows("campaigns", "start_msg_idx, campaign_id")]
+    levers = [Lever(**r) for r in rows("levers", "campaign_id, seq")]
+    claims = []
+    for r in rows("readiness_claims", "msg_idx"):
+        ev = r.get("evidence_msg_idx")
+        r["evidence_msg_idx"] = json.loads(ev) if isinstance(ev, str) else list(ev or [])
+        claims.append(ReadinessClaim(**r))
+    tagged = frames.tags
+    has_claim_tags = not tagged.empty and bool((tagged["tag"] == "readiness_claim").any())
+    if campaigns or claims:
+        return campaigns, levers, claims
+    fresh = analyse_session(frames)
+    return fresh.campaigns, fresh.levers, fresh.claims if has_claim_tags else []
+
+
+def _isna(value: Any) -> bool:
+    return not isinstance(value, list | tuple | dict | str) and pd.isna(value)
+
+
+def _time_row(con: duckdb.DuckDBPyConnection, session_id: str) -> dict[str, Any]:
+    df = con.execute(
+        f"SELECT * FROM ({time_accounting_select()}) WHERE session_id = ?", [session_id]
+    ).df()
+    return df.to_dict("records")[0] if len(df) else {}
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _header(s: _Session, generated: str) -> list[str]:
+    row = s.frames.session.iloc[0]
+    title = row.get("title") or row["session_id"]
+    return [
+        f"# Postmortem: {title}",
+        "",
+        f"{GENERATED_PREFIX}{generated}_",
+        "",
+        f"- Session: `{row['session_id']}` ({row['source_format']})",
+        f"- Agent: {_cell(row.get('agent'))}; model: {_cell(row.get('model'))}",
+        f"- From {s.ts(0)} to {s.ts(len(s.frames.messages) - 1)}",
+        "",
+    ]
+
+
+def _summary(s: _Session) -> list[str]:
+    f = s.frames
+    msgs = f.messages
+    roles = msgs["role"].value_counts().to_dict() if not msgs.empty else {}
+    tags = f.tags
+    n_tag = (
+        (lambda t: int(tags.loc[tags["tag"] == t, "msg_idx"].nunique()))
+        if not tags.empty
+        else (lambda t: 0)
+    )
+    verdicts = {
+        v: sum(1 for c in s.claims if c.verdict == v)
+        for v in ("premature", "supported", "unverified")
+    }
+    lines = ["## Summary", ""]
+    lines.append(
+        f"- {len(msgs)} messages ({roles.get('user', 0)} user, {roles.get('assistant', 0)} assistant, "
+        f"{roles.get('tool', 0)} tool), {len(f.tool_calls)} tool calls."
+    )
+    lines.append(
+        f"- {n_tag('user_abort')} user aborts, {n_tag('user_checkin')} check-ins, "
+        f"{len(f.polling_loops)} polling loops ({_duration(s.times.get('polling_wait_s'))} waiting)."
+    )
+    lines.append(
+        f"- {len(s.claims)} readiness claims: {verdicts['premature']} premature, "
+        f"{verdicts['supported']} supported, {verdicts['unverified']} unverified."
+    )
+    for c in s.campaigns:
+        own = [lv for lv in s.levers if lv.campaign_id == c.campaign_id]
+        counts = pd.Series([lv.outcome for lv in own]).value_counts().to_dict() if own else {}
+        outcome_words = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in sorted(counts.items()))
+        lines.append(
+            f"- Campaign “{_short(c.goal_text, 90)}” ({c.target_metric}): baseline "
+            f"{_cell(c.baseline_value)}, best {_cell(c.best_value)}, target {_cell(c.target_value)} "
+            f"{c.unit or ''} — **{c.status}** after {len(own)} levers"
+            + (f" ({outcome_words})." if outcome_words else ".")
+        )
+    if not s.campaigns:
+        lines.append("- No optimisation campaign (no stated performance target).")
+    return lines + [""]
+
+
+def _timeline(s: _Session) -> list[str]:
+    f = s.frames
+    events: list[tuple[int, int, str]] = []
+    for c in s.campaigns:
+        events.append((c.start_msg_idx or 0, 0, f"goal stated: “{_short(c.goal_text, 90)}”"))
+    for lv in s.levers:
+        events.append((lv.start_msg_idx or 0, 1, f"lever {lv.seq} starts: {lv.name}"))
+        if lv.evidence_msg_idx is not None:
+            events.append(
+                (
+                    lv.evidence_msg_idx,
+                    5,
+                    f"lever {lv.seq} {lv.name}: **{lv.outcome}**"
+                    + (f" ({lv.delta_pct:+.1f}%)" if lv.delta_pct is not None else ""),
+                )
+            )
+    if not f.launches.empty:
+        for r in f.launches.itertuples(index=False):
+            changed = r.changed_flags if isinstance(r.changed_flags, dict) else None
+            what = (
+                ", ".join(sorted(changed))
+                if changed
+                else "restart"
+                if changed == {}
+                else "first launch"
+            )
+            events.append((int(r.msg_idx), 2, f"launch ({r.engine}): {_short(what, 80)}"))
+    if not f.server_events.empty:
+        for r in f.server_events.itertuples(index=False):
+            if r.event in KEY_EVENTS:
+                events.append((int(r.msg_idx), 3, f"server: {r.event}"))
+    if not f.tags.empty:
+        for r in f.tags.drop_duplicates(["msg_idx", "tag"]).itertuples(index=False):
+            if r.tag in ("user_checkin", "user_abort"):
+                quote = (
+                    f" “{_short(r.evidence, 40)}”"
+                    if isinstance(r.evidence, str) and r.evidence
+                    else ""
+                )
+                events.append((int(r.msg_idx), 4, f"{r.tag.replace('_', ' ')}{quote}"))
+    for claim in s.claims:
+        events.append(
+            (
+                claim.msg_idx,
+                6,
+                f"readiness claim “{_short(claim.claim_text, 60)}”: **{claim.verdict}**",
+            )
+        )
+    if not f.measurements.empty and s.campaigns:
+        metrics = {c.target_metric for c in s.campaigns}
+        for r in f.measurements[f.measurements["metric"].isin(metrics)].itertuples(index=False):
+            label = f" @ {r.label}" if isinstance(r.label, str) else ""
+            events.append((int(r.msg_idx), 4, f"measured {r.metric}{label} = {r.value:g}"))
+    events = sorted(set(events))
+    lines = ["## Timeline", ""]
+    if len(events) > MAX_TIMELINE:
+        lines += [f"_First {MAX_TIMELINE} of {len(events)} key events._", ""]
+    rows = [[s.ref(i), s.ts(i), what] for i, _, what in events[:MAX_TIMELINE]]
+    return lines + _table(["message", "time", "event"], rows) + [""]
+
+
+def _campaigns(s: _Session, out: Path) -> list[str]:
+    lines = ["## Campaigns", ""]
+    if not s.campaigns:
+        return lines + ["None found.", ""]
+    for n, c in enumerate(s.campaigns, start=1):
+        own = [lv for lv in s.levers if lv.campaign_id == c.campaign_id]
+        lines += [
+            f"### Campaign {n}: {c.target_metric}",
+            "",
+            f"> {_short(c.goal_text, 300)} ({s.ref(c.start_msg_idx)})",
+            "",
+            f"Target {_cell(c.target_value)} {c.unit or ''}; baseline {_cell(c.baseline_value)}; "
+            f"best {_cell(c.best_value)}; status **{c.status}** "
+            f"({s.ref(c.start_msg_idx)} → {s.ref(c.end_msg_idx)}).",
+            "",
+        ]
+        rows = [
+            [
+                lv.seq,
+                lv.name,
+                f"**{lv.outcome}**",
+                lv.value_before,
+                lv.value_after,
+                None if lv.delta_pct is None else f"{lv.delta_pct:+.1f}%",
+                f"{s.ref(lv.start_msg_idx)} → {s.ref(lv.end_msg_idx)}",
+            ]
+            for lv in own
+        ]
+        lines += _table(["#", "lever", "outcome", "before", "after", "Δ", "messages"], rows) + [""]
+        lines += [f"{lv.seq}. {lv.name}: {_short(lv.description, 400)}" for lv in own] + [""]
+        chart = out.with_name(f"{out.stem}-campaign{n}.png")
+        if metric_chart(c, own, s.frames.measurements, chart):
+            lines += [f"![{c.target_metric} over the session]({chart.name})", ""]
+    return lines
+
+
+def _claims(s: _Session) -> list[str]:
+    lines = ["## Readiness claims", ""]
+    if not s.claims:
+        return lines + ["None.", ""]
+    for c in s.claims:
+        lines += [
+            f"### {s.ref(c.msg_idx)} ({s.ts(c.msg_idx)}) — **{c.verdict}** ({c.subject})",
+            "",
+            f"> {_short(c.claim_text, 300)}",
+            "",
+            f"{c.reason}",
+            "",
+        ]
+        if c.evidence_msg_idx:
+            lines.append(
+                "Evidence before it: " + ", ".join(s.ref(i) for i in c.evidence_msg_idx) + "."
+            )
+        if c.contradicted_by_msg_idx is not None:
+            quote = _contradiction_quote(s, c.contradicted_by_msg_idx)
+            lines.append(f"Contradicted by {s.ref(c.contradicted_by_msg_idx)}: `{quote}`")
+        lines.append("")
+    return lines
+
+
+def _contradiction_quote(s: _Session, msg_idx: int) -> str:
+    tc = s.frames.tool_calls
+    if not tc.empty:
+        rows = tc[(tc["result_msg_idx"] == msg_idx) | (tc["msg_idx"] == msg_idx)]
+        outputs = [str(o) for o in rows["output"] if isinstance(o, str) and o.strip()]
+        if outputs:
+            return _short(outputs[-1], 160).replace("`", "'")
+    return _short(s.text(msg_idx), 160).replace("`", "'")
+
+
+def _polling(s: _Session) -> list[str]:
+    f = s.frames
+    lines = ["## Polling and aborts", ""]
+    pl = f.polling_loops
+    if pl.empty:
+        lines += ["No polling loops.", ""]
+    else:
+        outcomes = pl["outcome"].value_counts().sort_index().to_dict()
+        lines += [
+            f"{len(pl)} polling loops; outcomes: "
+            + ", ".join(f"{k} {v}" for k, v in outcomes.items())
+            + f"; waited {_duration(s.times.get('polling_wait_s'))} in total.",
+            "",
+        ]
+        rows = [
+            [
+                s.ref(int(r.msg_idx)),
+                r.interval_s,
+                r.max_iterations,
+                r.max_wait_s,
+                r.waited_s,
+                r.outcome,
+                _short(r.target, 50),
+            ]
+            for r in pl.itertuples(index=False)
+        ]
+        lines += _table(
+            [
+                "message",
+                "interval s",
+                "max iterations",
+                "max wait s",
+                "waited s",
+                "outcome",
+                "target",
+            ],
+            rows,
+        ) + [""]
+    tags = f.tags
+    aborts = (
+        sorted({int(i) for i in tags.loc[tags["tag"] == "user_abort", "msg_idx"]})
+        if not tags.empty
+        else []
+    )
+    checkins = (
+        sorted({int(i) for i in tags.loc[tags["tag"] == "user_checkin", "msg_idx"]})
+        if not tags.empty
+        else []
+    )
+    lines.append(
+        f"{len(aborts)} user aborts; {len(checkins)} check-ins; time lost after aborts "
+        f"{_duration(s.times.get('lost_after_aborts_s'))}; check-in latency avg "
+        f"{_duration(s.times.get('checkin_latency_avg_s'))}, max {_duration(s.times.get('checkin_latency_max_s'))}."
+    )
+    lines.append("")
+    rows = []
+    for i in aborts:
+        follow = next((c for c in checkins if i < c <= i + 3), None)
+        rows.append(
+            [
+                s.ref(i),
+                s.ts(i),
+                _aborted_what(s, i),
+                "–" if follow is None else f"{s.ref(follow)} “{_short(s.text(follow), 30)}”",
+            ]
+        )
+    if rows:
+        lines += _table(["abort at", "time", "aborted", "check-in after"], rows) + [""]
+    return lines
+
+
+def _aborted_what(s: _Session, msg_idx: int) -> str:
+    tc = s.frames.tool_calls
+    if not tc.empty:
+        rows = tc[(tc["msg_idx"] == msg_idx) | (tc["result_msg_idx"] == msg_idx)]
+        if len(rows):
+            return _short(rows["command"].iloc[-1], 70)
+    return _short(s.text(msg_idx), 70)
+
+
+def _time_accounting(s: _Session) -> list[str]:
+    t = s.times
+    lines = ["## Time accounting", ""]
+    if not t:
+        return lines + ["No timestamps.", ""]
+    threshold = _duration(t.get("idle_threshold_s"))
+    rows = [
+        ["wall clock (first to last message)", _duration(t.get("wall_clock_s"))],
+        ["agent working", _duration(t.get("agent_working_s"))],
+        ["  of which tool calls", _duration(t.get("tool_s"))],
+        ["  of which polling loops", _duration(t.get("polling_wait_s"))],
+        ["waiting for the user", _duration(t.get("waiting_for_user_s"))],
+        [
+            f"idle (gaps over {threshold}, {int(t.get('idle_gaps') or 0)} gaps)",
+            _duration(t.get("idle_s")),
+        ],
+        ["lost after aborts", _duration(t.get("lost_after_aborts_s"))],
+        ["aborted tool calls", _duration(t.get("aborted_tool_s"))],
+    ]
+    return lines + _table(["where", "time"], rows) + [""]
+
+
+def write_report(con: duckdb.DuckDBPyConnection, session_id: str, out: Path) -> Path:
+    """Write the postmortem of ``session_id`` to ``out`` (Markdown) with PNG charts
+    beside it; return ``out``."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    s = _Session(con, session_id)
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = (
+        _header(s, generated)
+        + _summary(s)
+        + _timeline(s)
+        + _campaigns(s, out)
+        + _claims(s)
+        + _polling(s)
+        + _time_accounting(s)
+    )
+    out.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    return out
