@@ -45,8 +45,17 @@ def download_wheel(package: str, version: str, dest: Path) -> Path:
     found = sorted(dest.glob(f"{package}-{version}-*.whl"))
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             f"{package}=={version}", "-d", str(dest)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                f"{package}=={version}",
+                "-d",
+                str(dest),
+            ],
             check=True,
         )
         found = sorted(dest.glob(f"{package}-{version}-*.whl"))
@@ -119,8 +128,9 @@ def choices_from_annotation(annotation: str) -> list[str] | None:
     return [str(v) for v in value] if ok else None
 
 
-def resolve_default(node: ast.AST | None, classes: dict[str, dict[str, tuple[str, ast.AST | None]]],
-                    depth: int = 0) -> dict[str, Any]:
+def resolve_default(
+    node: ast.AST | None, classes: dict[str, dict[str, tuple[str, ast.AST | None]]], depth: int = 0
+) -> dict[str, Any]:
     """Literal default, following ``Cls.attr`` references and ``field(default=...)``."""
     if node is None:
         return {"default": None}
@@ -150,8 +160,12 @@ def _names(call: ast.Call) -> list[str]:
     return [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
 
 
-def entry_from_call(call: ast.Call, classes: dict[str, dict[str, tuple[str, ast.AST | None]]],
-                    dest_class: str | None, group_classes: dict[str, str]) -> dict[str, Any] | None:
+def entry_from_call(
+    call: ast.Call,
+    classes: dict[str, dict[str, tuple[str, ast.AST | None]]],
+    dest_class: str | None,
+    group_classes: dict[str, str],
+) -> dict[str, Any] | None:
     names = _names(call)
     longs = [n for n in names if n.startswith("--")]
     if not longs and not names:
@@ -200,7 +214,9 @@ def entry_from_call(call: ast.Call, classes: dict[str, dict[str, tuple[str, ast.
         entry.update(resolve_default(kw["default"], classes))
     elif "default" not in entry:
         action = entry.get("action")
-        entry["default"] = False if action == "store_true" else True if action == "store_false" else None
+        entry["default"] = (
+            False if action == "store_true" else True if action == "store_false" else None
+        )
         if dest_class and longs:
             field = classes.get(dest_class, {}).get(longs[0][2:].replace("-", "_"))
             if field is not None and action not in ("store_true", "store_false"):
@@ -208,18 +224,28 @@ def entry_from_call(call: ast.Call, classes: dict[str, dict[str, tuple[str, ast.
     name = (longs or names)[0]
     dest_node = kw.get("dest")
     default_node = kw.get("default")
-    field = (dest_node.value if isinstance(dest_node, ast.Constant) else
-             default_node.attr if isinstance(default_node, ast.Attribute) else None)
-    if isinstance(field, str) and "--" + field.replace("_", "-") in longs:
+    target = (
+        dest_node.value
+        if isinstance(dest_node, ast.Constant)
+        else default_node.attr
+        if isinstance(default_node, ast.Attribute)
+        else None
+    )
+    if isinstance(target, str) and "--" + target.replace("_", "-") in longs:
         # argparse stores into the dataclass field: name the flag after it (--tp-size, not
         # --tensor-parallel-size); the other spellings stay aliases.
-        name = "--" + field.replace("_", "-")
+        name = "--" + target.replace("_", "-")
     entry["aliases"] = [n for n in names if n != name]
     return {"name": name, **entry}
 
 
 def _kind(action: Any, type_name: str | None, nargs: Any) -> str:
-    if action in ("store_true", "store_false", "BooleanOptionalAction", "argparse.BooleanOptionalAction"):
+    if action in (
+        "store_true",
+        "store_false",
+        "BooleanOptionalAction",
+        "argparse.BooleanOptionalAction",
+    ):
         return "bool"
     if nargs in ("+", "*") or isinstance(nargs, int) and nargs > 1:
         return "list"
@@ -240,13 +266,19 @@ def collect(sources: dict[str, str], dest_class: str | None) -> FlagTable:
         group_classes = {
             t.id: getattr(node.value.args[0], "id", "")
             for node in ast.walk(tree)
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-            and getattr(node.value.func, "id", "") == "get_kwargs" and node.value.args
-            for t in node.targets if isinstance(t, ast.Name)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", "") == "get_kwargs"
+            and node.value.args
+            for t in node.targets
+            if isinstance(t, ast.Name)
         }
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "add_argument"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"
+            ):
                 entry = entry_from_call(node, classes, dest_class, group_classes)
                 if entry:
                     flags.setdefault(entry.pop("name"), entry)
@@ -291,16 +323,22 @@ def sglang_table(wheel: Path) -> tuple[FlagTable, list[str], list[str]]:
         for name, entry in fields_as_flags(fields, re.compile(".")).items():
             flags.setdefault(name, entry)
         gaps.append("0.5.23+ msgspec fields: flag names from field names; aliases not extracted")
-    gaps.append("defaults computed in __post_init__ (e.g. mem_fraction_static) are recorded as None")
+    gaps.append(
+        "defaults computed in __post_init__ (e.g. mem_fraction_static) are recorded as None"
+    )
     return flags, sorted(server_args) + sorted(fields), gaps
 
 
 def vllm_table(wheel: Path) -> tuple[FlagTable, list[str], list[str]]:
-    gaps = ["defaults computed at runtime are recorded as None with default_expr",
-            "flags registered from runtime data (e.g. VllmConfig loops) may be missing"]
+    gaps = [
+        "defaults computed at runtime are recorded as None with default_expr",
+        "flags registered from runtime data (e.g. VllmConfig loops) may be missing",
+    ]
     config = read_sources(wheel, r"vllm/config/.*\.py|vllm/config\.py")
     arg_utils = read_sources(wheel, r"vllm/engine/arg_utils\.py")
-    cli = read_sources(wheel, r"vllm/entrypoints/openai/cli_args\.py|vllm/entrypoints/cli/serve\.py")
+    cli = read_sources(
+        wheel, r"vllm/entrypoints/openai/cli_args\.py|vllm/entrypoints/cli/serve\.py"
+    )
     flags = collect({**config, **arg_utils, **cli}, dest_class="EngineArgs")
     for name, entry in fields_as_flags(cli, re.compile(r"^FrontendArgs$")).items():
         flags.setdefault(name, entry)

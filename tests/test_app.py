@@ -188,6 +188,9 @@ def test_campaign_chart_layers() -> None:
     marks = [layer["mark"]["type"] for layer in spec["layer"]]
     assert marks == ["line", "rule", "point", "rule"]
     assert spec["layer"][1]["encoding"]["color"]["field"] == "outcome"
+    assert spec["layer"][0]["encoding"]["y"]["scale"]["type"] == "log"  # target is 40x away
+    near = explore.campaign_chart(series, levers, 30.0, "decode_tok_s").to_dict()
+    assert "type" not in near["layer"][0]["encoding"]["y"]["scale"]
     con.close()
 
 

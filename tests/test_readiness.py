@@ -1,10 +1,10 @@
 import duckdb
 import pytest
+from golden.case_studies import DSV4, QWEN, SMOKE_CMD, SessionBuilder, case_study_db
 
 from analytics.analysis.readiness import generation_text, judge_check, subject_of
 from analytics.analysis.session import analyse_session, load_session_frames
 from analytics.store.migrations import migrate
-from golden.case_studies import DSV4, QWEN, SMOKE_CMD, SessionBuilder, case_study_db
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_ready_line_without_generation_is_unverified() -> None:
 
 
 def test_failing_smoke_before_claim_does_not_support_it() -> None:
-    (claim,) = _server_session('curl: (7) Failed to connect to localhost port 30000')
+    (claim,) = _server_session("curl: (7) Failed to connect to localhost port 30000")
     assert claim.verdict != "supported"
 
 
@@ -87,7 +87,9 @@ def test_judge_check_and_generation_text() -> None:
     assert generation_text(SANE) == "2 + 2 = 4."
     assert judge_check("pytest -q", "12 passed in 0.3s", "tests")[0] is True
     assert judge_check("pytest -q", "1 failed, 11 passed", "tests")[0] is False
-    assert judge_check("curl", "torch.OutOfMemoryError: CUDA out of memory", "smoke test")[0] is False
+    assert (
+        judge_check("curl", "torch.OutOfMemoryError: CUDA out of memory", "smoke test")[0] is False
+    )
     assert judge_check("curl", "", "smoke test")[0] is None
 
 

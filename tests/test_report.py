@@ -4,11 +4,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from golden.case_studies import DSV4, QWEN, SessionBuilder, case_study_db
 
 from analytics.analysis.timeaccounting import create_views
 from analytics.report import write_report
 from analytics.report.postmortem import GENERATED_PREFIX
-from golden.case_studies import DSV4, QWEN, SessionBuilder, case_study_db
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -20,7 +20,9 @@ def _body(path: Path) -> str:
 
 
 def _digests(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.png"))}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.png"))
+    }
 
 
 @pytest.mark.parametrize("sid,name", [(DSV4, "dsv4_campaign"), (QWEN, "qwen_ready")])
@@ -86,9 +88,11 @@ def test_time_accounting_excludes_idle_gaps() -> None:
     b.save("overnight", "m")
     create_views(con)
     create_views(con)  # idempotent
-    row = con.execute(
-        "SELECT * FROM v_time_accounting WHERE session_id = 'claude_code:overnight'"
-    ).df().iloc[0]
+    row = (
+        con.execute("SELECT * FROM v_time_accounting WHERE session_id = 'claude_code:overnight'")
+        .df()
+        .iloc[0]
+    )
     assert row["idle_gaps"] == 1
     assert row["idle_s"] == pytest.approx((20 * 60 - 21) * 60)
     assert row["agent_working_s"] == pytest.approx((2 + 8 + 2 + 1 + 5) * 60)
@@ -96,8 +100,67 @@ def test_time_accounting_excludes_idle_gaps() -> None:
     assert row["tool_s"] == pytest.approx(60)
     assert row["lost_after_aborts_s"] == pytest.approx(2 * 60)
     assert row["checkin_latency_max_s"] == pytest.approx(8 * 60)
-    summary = con.execute(
-        "SELECT * FROM v_session_summary WHERE session_id = 'claude_code:overnight'"
-    ).df().iloc[0]
+    summary = (
+        con.execute("SELECT * FROM v_session_summary WHERE session_id = 'claude_code:overnight'")
+        .df()
+        .iloc[0]
+    )
     assert (summary["messages"], summary["aborts"], summary["checkins"]) == (8, 1, 1)
     assert summary["tool_calls"] == 1 and summary["campaigns"] == 0
+
+
+SAMPLES = Path(__file__).parent.parent / "analytics" / "samples"
+SAMPLE_FILES = ["opencode_deepseek_v4_campaign.json", "qwen36_kpro5_deploy.txt"]
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ingest = pytest.importorskip("analytics.ingest").ingest
+    paths = [SAMPLES / name for name in SAMPLE_FILES]
+    if not all(p.exists() for p in paths):
+        pytest.skip("project samples not present")
+    db = tmp_path_factory.mktemp("samples") / "s.duckdb"
+    ingest([str(p) for p in paths], db=str(db))
+    return db
+
+
+def _sample_session(con: duckdb.DuckDBPyConnection, fmt: str) -> str:
+    (sid,) = con.execute(
+        "SELECT session_id FROM sessions WHERE source_format = ? ORDER BY session_id", [fmt]
+    ).fetchone()
+    return str(sid)
+
+
+def test_samples_tell_the_case_study_stories(sample_db: Path) -> None:
+    from analytics.analysis.session import analyse_session, load_session_frames
+
+    con = duckdb.connect(str(sample_db), read_only=True)
+    dsv4 = analyse_session(load_session_frames(con, _sample_session(con, "opencode")))
+    assert [(lv.name, lv.outcome) for lv in dsv4.levers] == [
+        ("FP8 block-GEMM autotuning", "improved"),
+        ("NCCL tuning", "no_effect"),
+        ("CUDA graphs", "not_applicable"),
+        ("tilelang fusion", "failed"),
+        ("MoE backend", "failed"),
+        ("expert parallelism", "worse"),
+        ("MTP speculative decoding", "improved"),
+    ]
+    assert dsv4.levers[0].delta_pct == pytest.approx(6.0, abs=0.5)
+    qwen_sid = _sample_session(con, "transcript_text")
+    frames = load_session_frames(con, qwen_sid)
+    claims = {frames.source_id(c.msg_idx): c for c in analyse_session(frames).claims}
+    claim = claims["6853"]
+    assert claim.verdict == "premature"
+    assert claim.contradicted_by_msg_idx is not None and "degenerate" in claim.reason
+
+
+@pytest.mark.parametrize(
+    "fmt,name", [("opencode", "sample_dsv4"), ("transcript_text", "sample_qwen")]
+)
+def test_sample_reports_match_golden(sample_db: Path, tmp_path: Path, fmt: str, name: str) -> None:
+    con = duckdb.connect(str(sample_db), read_only=True)
+    out = write_report(con, _sample_session(con, fmt), tmp_path / f"{name}.md")
+    golden = GOLDEN / f"{name}.md"
+    if UPDATE:
+        golden.write_text(_body(out), encoding="utf-8")
+    assert _body(out) == golden.read_text(encoding="utf-8")

@@ -19,10 +19,23 @@ from analytics.models import Launch, Message, MessageContext, ToolCall
 SID = "opencode:ses_test"
 
 
-def ctx(idx: int, command: str | None = None, output: str | None = None, tool: str = "bash",
-        tool_input: str | None = None) -> MessageContext:
-    call = ToolCall(session_id=SID, msg_idx=idx, call_id=f"c{idx}", tool=tool, command=command,
-                    input=tool_input, output=output, status="completed")
+def ctx(
+    idx: int,
+    command: str | None = None,
+    output: str | None = None,
+    tool: str = "bash",
+    tool_input: str | None = None,
+) -> MessageContext:
+    call = ToolCall(
+        session_id=SID,
+        msg_idx=idx,
+        call_id=f"c{idx}",
+        tool=tool,
+        command=command,
+        input=tool_input,
+        output=output,
+        status="completed",
+    )
     msg = Message(session_id=SID, msg_idx=idx, source_id=str(idx), role="assistant")
     return MessageContext(message=msg, calls=[call], results=[call] if output else [])
 
@@ -66,15 +79,19 @@ def test_pgrep_of_launch_string_is_not_a_launch() -> None:
 
 @pytest.mark.parametrize("quote", ["'", '"'])
 def test_ssh_wrapped_launch_records_host(quote: str) -> None:
-    spec = one(f"ssh -p 2222 root@kpro5 {quote}cd /root && NCCL_ALGO=Ring setsid python -m "
-               f"sglang.launch_server --model-path /m --port 30001 > s.log 2>&1 &{quote}")
+    spec = one(
+        f"ssh -p 2222 root@kpro5 {quote}cd /root && NCCL_ALGO=Ring setsid python -m "
+        f"sglang.launch_server --model-path /m --port 30001 > s.log 2>&1 &{quote}"
+    )
     assert spec.host == "kpro5"
     assert spec.flags["--port"] == 30001 and spec.env == {"NCCL_ALGO": "Ring"}
 
 
 def test_sglang_serve_docker_exec_env_and_unknown_flag() -> None:
-    spec = one("docker exec -e HF_TOKEN=hf_x -it sgl sglang serve --model-path m "
-               "--mem-fration-static 0.6 --speculative-algo EAGLE3")
+    spec = one(
+        "docker exec -e HF_TOKEN=hf_x -it sgl sglang serve --model-path m "
+        "--mem-fration-static 0.6 --speculative-algo EAGLE3"
+    )
     assert spec.engine == "sglang"
     assert spec.env["HF_TOKEN"] == "<redacted>"
     assert spec.unknown_flags == {"--mem-fration-static": "--mem-fraction-static"}
@@ -83,8 +100,10 @@ def test_sglang_serve_docker_exec_env_and_unknown_flag() -> None:
 
 
 def test_vllm_serve_positional_model_aliases_and_no_flags() -> None:
-    spec = one("env VLLM_USE_V1=1 vllm serve Qwen/Qwen3-8B -tp 2 --gpu-memory-utilization=0.85 "
-               "--no-enable-prefix-caching --max_model_len 32768 --enforce-eager")
+    spec = one(
+        "env VLLM_USE_V1=1 vllm serve Qwen/Qwen3-8B -tp 2 --gpu-memory-utilization=0.85 "
+        "--no-enable-prefix-caching --max_model_len 32768 --enforce-eager"
+    )
     assert spec.engine == "vllm" and spec.model == "Qwen/Qwen3-8B"
     assert spec.flags["--tensor-parallel-size"] == 2
     assert spec.flags["--gpu-memory-utilization"] == 0.85
@@ -95,20 +114,25 @@ def test_vllm_serve_positional_model_aliases_and_no_flags() -> None:
 
 
 def test_vllm_module_entry() -> None:
-    spec = one("timeout 600 python -u -m vllm.entrypoints.openai.api_server --model m "
-               "--tensor-parallel-size 4")
+    spec = one(
+        "timeout 600 python -u -m vllm.entrypoints.openai.api_server --model m "
+        "--tensor-parallel-size 4"
+    )
     assert spec.engine == "vllm" and spec.model == "m" and spec.flags["--tensor-parallel-size"] == 4
 
 
 def test_heredoc_script_resolved_when_run_later_over_ssh() -> None:
     scripts = ScriptMemory()
-    write = ("ssh kpro5 'cat > /root/run_mtp.sh <<\"EOF\"\n#!/bin/bash\nexport NCCL_P2P_LEVEL=NVL\n"
-             "MODEL=/models/dsv4\npython3 -m sglang.launch_server --model-path $MODEL \\\n"
-             "  --tp 8 --speculative-algorithm NEXTN --mem-fraction-static 0.60 --cuda-graph-max-bs 16\n"
-             "EOF\nchmod +x /root/run_mtp.sh'")
+    write = (
+        'ssh kpro5 \'cat > /root/run_mtp.sh <<"EOF"\n#!/bin/bash\nexport NCCL_P2P_LEVEL=NVL\n'
+        "MODEL=/models/dsv4\npython3 -m sglang.launch_server --model-path $MODEL \\\n"
+        "  --tp 8 --speculative-algorithm NEXTN --mem-fraction-static 0.60 --cuda-graph-max-bs 16\n"
+        "EOF\nchmod +x /root/run_mtp.sh'"
+    )
     assert parse_launches(write, scripts) == []
-    spec = one("ssh kpro5 'setsid bash /root/run_mtp.sh > /root/dsv4_mtp.log 2>&1 < /dev/null &'",
-               scripts)
+    spec = one(
+        "ssh kpro5 'setsid bash /root/run_mtp.sh > /root/dsv4_mtp.log 2>&1 < /dev/null &'", scripts
+    )
     assert spec.host == "kpro5" and spec.model == "/models/dsv4"
     assert spec.flags["--tp-size"] == 8 and spec.flags["--cuda-graph-max-bs"] == 16
     assert spec.env == {"NCCL_P2P_LEVEL": "NVL"}
@@ -124,28 +148,45 @@ def test_tee_heredoc_and_relative_script_path() -> None:
 def test_extractor_remembers_write_tool_and_fills_changed_flags() -> None:
     ex = ToolingExtractor()
     body = "python -m sglang.launch_server --model-path m --mem-fraction-static 0.7\n"
-    assert ex.extract(ctx(0, tool="write",
-                          tool_input=json.dumps({"filePath": "/root/s.sh", "content": body}))).launches == []
+    assert (
+        ex.extract(
+            ctx(0, tool="write", tool_input=json.dumps({"filePath": "/root/s.sh", "content": body}))
+        ).launches
+        == []
+    )
     first = ex.extract(ctx(1, "nohup bash /root/s.sh > log 2>&1 &")).launches
     assert len(first) == 1 and first[0].changed_flags is None and first[0].call_id == "c1"
-    second = ex.extract(ctx(2, "python -m sglang.launch_server --model-path m "
-                               "--mem-fraction-static 0.6 --cuda-graph-max-bs 16")).launches
-    assert second[0].changed_flags == {"--cuda-graph-max-bs": [None, 16],
-                                       "--mem-fraction-static": [0.7, 0.6]}
+    second = ex.extract(
+        ctx(
+            2,
+            "python -m sglang.launch_server --model-path m "
+            "--mem-fraction-static 0.6 --cuda-graph-max-bs 16",
+        )
+    ).launches
+    assert second[0].changed_flags == {
+        "--cuda-graph-max-bs": [None, 16],
+        "--mem-fraction-static": [0.7, 0.6],
+    }
 
 
 def test_diff_launches_per_engine() -> None:
     def launch(idx: int, engine: str, **flags: object) -> Launch:
         return Launch(session_id=SID, msg_idx=idx, engine=engine, model="m", flags=dict(flags))
 
-    got = diff_launches([
-        launch(1, "sglang", **{"--tp-size": 8}),
-        launch(2, "vllm", **{"--tensor-parallel-size": 2}),
-        launch(3, "sglang", **{"--tp-size": 4, "env:NCCL_PROTO": "LL"}),
-        launch(4, "sglang", **{"--tp-size": 4, "env:NCCL_PROTO": "LL"}),
-    ])
+    got = diff_launches(
+        [
+            launch(1, "sglang", **{"--tp-size": 8}),
+            launch(2, "vllm", **{"--tensor-parallel-size": 2}),
+            launch(3, "sglang", **{"--tp-size": 4, "env:NCCL_PROTO": "LL"}),
+            launch(4, "sglang", **{"--tp-size": 4, "env:NCCL_PROTO": "LL"}),
+        ]
+    )
     assert [g.changed_flags for g in got] == [
-        None, None, {"--tp-size": [8, 4], "env:NCCL_PROTO": [None, "LL"]}, {}]
+        None,
+        None,
+        {"--tp-size": [8, 4], "env:NCCL_PROTO": [None, "LL"]},
+        {},
+    ]
 
 
 @pytest.mark.parametrize(

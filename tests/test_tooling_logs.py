@@ -26,22 +26,41 @@ def numbers(text: str, engine: str = "sglang") -> dict[tuple[str, str | None], f
 @pytest.mark.parametrize(
     "line, ts, ranks, message",
     [
-        ("[2026-01-10 09:00:05 TP0] Load weight begin. avail mem=78.40 GB", "2026-01-10 09:00:05",
-         {"TP": 0}, "Load weight begin. avail mem=78.40 GB"),
-        ("[2026-03-01 12:00:00.123 DP1 PP0 ATTN_CP1 MOE_DP1 TP3 EP7] x", "2026-03-01 12:00:00.123",
-         {"DP": 1, "PP": 0, "ATTN_CP": 1, "MOE_DP": 1, "TP": 3, "EP": 7}, "x"),
-        ("[2026-01-10 09:00:35] The server is fired up and ready to roll!", "2026-01-10 09:00:35",
-         {}, "The server is fired up and ready to roll!"),
+        (
+            "[2026-01-10 09:00:05 TP0] Load weight begin. avail mem=78.40 GB",
+            "2026-01-10 09:00:05",
+            {"TP": 0},
+            "Load weight begin. avail mem=78.40 GB",
+        ),
+        (
+            "[2026-03-01 12:00:00.123 DP1 PP0 ATTN_CP1 MOE_DP1 TP3 EP7] x",
+            "2026-03-01 12:00:00.123",
+            {"DP": 1, "PP": 0, "ATTN_CP": 1, "MOE_DP": 1, "TP": 3, "EP": 7},
+            "x",
+        ),
+        (
+            "[2026-01-10 09:00:35] The server is fired up and ready to roll!",
+            "2026-01-10 09:00:35",
+            {},
+            "The server is fired up and ready to roll!",
+        ),
     ],
 )
 def test_sglang_prefix(line: str, ts: str, ranks: dict[str, int], message: str) -> None:
     parsed = parse_prefix(line)
-    assert (parsed.engine, parsed.log_ts, parsed.ranks, parsed.message) == ("sglang", ts, ranks, message)
+    assert (parsed.engine, parsed.log_ts, parsed.ranks, parsed.message) == (
+        "sglang",
+        ts,
+        ranks,
+        message,
+    )
 
 
 def test_vllm_prefix_with_process_and_ansi() -> None:
-    parsed = parse_prefix("\x1b[1;36m(EngineCore_DP0 pid=3010)\x1b[0;0m INFO 10-05 14:02:36 "
-                          "[default_loader.py:267] Loading weights took 4.21 seconds")
+    parsed = parse_prefix(
+        "\x1b[1;36m(EngineCore_DP0 pid=3010)\x1b[0;0m INFO 10-05 14:02:36 "
+        "[default_loader.py:267] Loading weights took 4.21 seconds"
+    )
     assert parsed.engine == "vllm" and parsed.process == "EngineCore_DP0"
     assert parsed.log_ts == "10-05 14:02:36"
     assert parsed.message == "Loading weights took 4.21 seconds"
@@ -50,10 +69,23 @@ def test_vllm_prefix_with_process_and_ansi() -> None:
 def test_sglang_059_startup_milestones_in_order() -> None:
     got = events(fixture("sglang_0.5.9_startup.log"))
     expected = [
-        "server_args", "dist_init_begin", "dist_init_end", "load_weight_begin", "loading_shards",
-        "weights_loaded", "kv_cache_allocated", "memory_pool_end", "cuda_graph_begin",
-        "cuda_graph_end", "piecewise_cuda_graph_begin", "piecewise_cuda_graph_end",
-        "max_total_num_tokens", "uvicorn_running", "warmup_begin", "warmup_done", "server_ready",
+        "server_args",
+        "dist_init_begin",
+        "dist_init_end",
+        "load_weight_begin",
+        "loading_shards",
+        "weights_loaded",
+        "kv_cache_allocated",
+        "memory_pool_end",
+        "cuda_graph_begin",
+        "cuda_graph_end",
+        "piecewise_cuda_graph_begin",
+        "piecewise_cuda_graph_end",
+        "max_total_num_tokens",
+        "uvicorn_running",
+        "warmup_begin",
+        "warmup_done",
+        "server_ready",
         "health_ok",
     ]
     assert got == expected  # once each: TP ranks and the three uvicorn lines deduplicated
@@ -83,8 +115,14 @@ def test_sglang_052_decode_with_dot_and_spec_metrics() -> None:
 def test_sglang_0523_capture_variants_and_ambiguous_option() -> None:
     got = events(fixture("sglang_0.5.23_startup.log"))
     assert got[:2] == ["weights_loaded", "kv_cache_allocated"]
-    for name in ("cuda_graph_begin", "cuda_graph_end", "draft_cuda_graph_begin",
-                 "draft_cuda_graph_end", "verify_cuda_graph_begin", "draft_extend_cuda_graph_end"):
+    for name in (
+        "cuda_graph_begin",
+        "cuda_graph_end",
+        "draft_cuda_graph_begin",
+        "draft_cuda_graph_end",
+        "verify_cuda_graph_begin",
+        "draft_extend_cuda_graph_end",
+    ):
         assert name in got
     assert "launch_arg_error" in got
 
@@ -93,8 +131,17 @@ def test_sglang_crash_chain() -> None:
     scan = scan_log(fixture("sglang_0.5.9_crash.log"))
     got = [(e.event, e.detail) for e in scan.events]
     kinds = [e for e, _ in got]
-    for name in ("cuda_graph_begin", "cuda_graph_failed", "oom", "crash", "engine_start_failed",
-                 "not_enough_memory", "health_check_failed", "watchdog_timeout", "kv_cache_full"):
+    for name in (
+        "cuda_graph_begin",
+        "cuda_graph_failed",
+        "oom",
+        "crash",
+        "engine_start_failed",
+        "not_enough_memory",
+        "health_check_failed",
+        "watchdog_timeout",
+        "kv_cache_full",
+    ):
         assert name in kinds, name
     assert ("oom", "2.00 GiB") in got and ("oom", "512.00 MiB") in got
     assert ("crash", "Rank 3") in got
@@ -107,7 +154,9 @@ def test_vllm_0110_startup_ready_and_metrics() -> None:
     text = fixture("vllm_0.11.0_startup.log")
     scan = scan_log(text, "unknown")
     got = [e.event for e in scan.events]
-    assert got.index("weights_loaded") < got.index("kv_cache_allocated") < got.index("cuda_graph_end")
+    assert (
+        got.index("weights_loaded") < got.index("kv_cache_allocated") < got.index("cuda_graph_end")
+    )
     assert "server_ready" in got and got.index("server_ready") > got.index("api_server_starting")
     assert all(e.engine == "vllm" for e in scan.events)
     nums = {(n.metric, n.label): n for n in scan.numbers}
@@ -125,7 +174,10 @@ def test_vllm_085_v0_metrics_and_failures() -> None:
     assert kinds.count("kv_cache_insufficient") == 2
     assert "not_enough_memory" in kinds and "engine_start_failed" in kinds and "crash" in kinds
     nums = {n.metric: n for n in scan.numbers}
-    assert nums["vllm_gen_throughput"].value == 37.9 and nums["vllm_gen_throughput"].label == "running_req=1"
+    assert (
+        nums["vllm_gen_throughput"].value == 37.9
+        and nums["vllm_gen_throughput"].label == "running_req=1"
+    )
 
 
 def test_find_failures_offsets_point_at_match() -> None:

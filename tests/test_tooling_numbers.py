@@ -28,8 +28,15 @@ def fixture(name: str) -> str:
 
 
 def ctx(idx: int, command: str, output: str | None = None) -> MessageContext:
-    call = ToolCall(session_id=SID, msg_idx=idx, call_id=f"c{idx}", tool="Bash", command=command,
-                    output=output, status="completed")
+    call = ToolCall(
+        session_id=SID,
+        msg_idx=idx,
+        call_id=f"c{idx}",
+        tool="Bash",
+        command=command,
+        output=output,
+        status="completed",
+    )
     msg = Message(session_id=SID, msg_idx=idx, source_id=str(idx), role="assistant")
     return MessageContext(message=msg, calls=[call], results=[call] if output is not None else [])
 
@@ -39,7 +46,9 @@ def test_metric_names_from_key_text() -> None:
     assert metric_name("Mean TTFT (ms)") == ("ttft_mean", "ms")
     assert metric_name("P99 E2E Latency (ms)") == ("e2e_latency_p99", "ms")
     assert metric_name("Total generated tokens (retokenized)") == (
-        "total_generated_tokens_retokenized", None)
+        "total_generated_tokens_retokenized",
+        None,
+    )
     assert metric_name("Total input tokens") == ("total_input_tokens", "tokens")
 
 
@@ -60,7 +69,10 @@ def test_sglang_bench_serving_block_with_trailing_spaces() -> None:
 
 def test_vllm_bench_serve_block_and_command_concurrency() -> None:
     text = fixture("bench_serving_vllm_0.11.0.txt")
-    got = {(b.metric, b.label): b.value for b in benchmark_numbers(text, "vllm bench serve --max-concurrency 4")}
+    got = {
+        (b.metric, b.label): b.value
+        for b in benchmark_numbers(text, "vllm bench serve --max-concurrency 4")
+    }
     assert got[("total_token_throughput", "concurrency=8")] == 2871.10
     assert got[("failed_requests", "concurrency=8")] == 0
     assert got[("request_goodput", "concurrency=8")] == 2.40
@@ -71,14 +83,20 @@ def test_vllm_bench_serve_block_and_command_concurrency() -> None:
 
 
 def test_bench_one_batch_skips_warmup_and_labels_bs() -> None:
-    got = [(b.metric, b.value, b.unit, b.label) for b in
-           benchmark_numbers(fixture("bench_one_batch_sglang_0.5.9.txt"), "python -m sglang.bench_one_batch")]
+    got = [
+        (b.metric, b.value, b.unit, b.label)
+        for b in benchmark_numbers(
+            fixture("bench_one_batch_sglang_0.5.9.txt"), "python -m sglang.bench_one_batch"
+        )
+    ]
     assert ("decode_median_throughput", 117.65, "tok/s", "bs=1") in got
     assert ("prefill_latency", 0.3, "s", "bs=8") in got
     assert ("total_throughput", 6144.0, "tok/s", "bs=8") in got
     assert not any(v == 1998.70 for _, v, _, _ in got)  # warmup
-    assert {s for s in (b.source for b in benchmark_numbers(fixture("bench_one_batch_sglang_0.5.9.txt")))} == {
-        "bench_one_batch"}
+    assert {
+        s
+        for s in (b.source for b in benchmark_numbers(fixture("bench_one_batch_sglang_0.5.9.txt")))
+    } == {"bench_one_batch"}
 
 
 def test_vllm_bench_throughput_and_latency() -> None:
@@ -90,7 +108,9 @@ def test_vllm_bench_throughput_and_latency() -> None:
 
 
 def test_nvidia_smi_table() -> None:
-    got = {(g.metric, g.label): (g.value, g.unit) for g in gpu_numbers(fixture("nvidia_smi_550.txt"))}
+    got = {
+        (g.metric, g.label): (g.value, g.unit) for g in gpu_numbers(fixture("nvidia_smi_550.txt"))
+    }
     assert got[("gpu_mem_used", "gpu=0")] == (70123, "MiB")
     assert got[("gpu_mem_total", "gpu=1")] == (81559, "MiB")
     assert got[("gpu_util", "gpu=0")] == (87, "%")
@@ -104,32 +124,57 @@ def test_nvidia_smi_csv_with_and_without_header() -> None:
     assert got[("gpu_mem_used", "gpu=0")] == 91234 and got[("gpu_util", "gpu=1")] == 3
     cmd = "nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader,nounits"
     got = {(g.metric, g.label): g.value for g in gpu_numbers("0, 1000, 50\n1, 2000, 75\n", cmd)}
-    assert got == {("gpu_mem_used", "gpu=0"): 1000, ("gpu_util", "gpu=0"): 50,
-                   ("gpu_mem_used", "gpu=1"): 2000, ("gpu_util", "gpu=1"): 75}
+    assert got == {
+        ("gpu_mem_used", "gpu=0"): 1000,
+        ("gpu_util", "gpu=0"): 50,
+        ("gpu_mem_used", "gpu=1"): 2000,
+        ("gpu_util", "gpu=1"): 75,
+    }
 
 
 def test_extractor_end_to_end() -> None:
     ex = ToolingExtractor()
-    launch = ex.extract(ctx(3, "ssh kpro5 'nohup python -m sglang.launch_server --model-path m "
-                               "--tp 2 > /root/s.log 2>&1 &'", ""))
+    launch = ex.extract(
+        ctx(
+            3,
+            "ssh kpro5 'nohup python -m sglang.launch_server --model-path m "
+            "--tp 2 > /root/s.log 2>&1 &'",
+            "",
+        )
+    )
     assert [(x.engine, x.host, x.msg_idx) for x in launch.launches] == [("sglang", "kpro5", 3)]
     logs = ex.extract(ctx(4, "ssh kpro5 tail -50 /root/s.log", fixture("sglang_0.5.9_startup.log")))
     assert logs.launches == []
     assert {e.event for e in logs.server_events} >= {"weights_loaded", "server_ready", "health_ok"}
-    assert all(e.session_id == SID and e.msg_idx == 4 and e.engine == "sglang" for e in logs.server_events)
-    bench = ex.extract(ctx(5, "python -m sglang.bench_serving --max-concurrency 16",
-                           fixture("bench_serving_sglang_0.5.9.txt")))
+    assert all(
+        e.session_id == SID and e.msg_idx == 4 and e.engine == "sglang" for e in logs.server_events
+    )
+    bench = ex.extract(
+        ctx(
+            5,
+            "python -m sglang.bench_serving --max-concurrency 16",
+            fixture("bench_serving_sglang_0.5.9.txt"),
+        )
+    )
     otp = [m for m in bench.measurements if m.metric == "output_token_throughput"]
     assert [(m.value, m.label, m.source) for m in otp] == [
-        (1618.27, "concurrency=16,launch_msg_idx=3", "bench_serving")]
-    smi = ex.extract(ctx(6, "nvidia-smi", fixture("nvidia_smi_550.txt") + fixture("nvidia_smi_failed.txt")))
+        (1618.27, "concurrency=16,launch_msg_idx=3", "bench_serving")
+    ]
+    smi = ex.extract(
+        ctx(6, "nvidia-smi", fixture("nvidia_smi_550.txt") + fixture("nvidia_smi_failed.txt"))
+    )
     assert {m.source for m in smi.measurements} == {"nvidia_smi"}
     assert [e.event for e in smi.server_events] == ["nvml_failed", "nvml_failed"]
 
 
 def test_message_prose_is_never_scanned() -> None:
-    msg = Message(session_id=SID, msg_idx=0, source_id="0", role="user",
-                  text="[2026-01-10 09:00:35] The server is fired up and ready to roll! CUDA out of memory.")
+    msg = Message(
+        session_id=SID,
+        msg_idx=0,
+        source_id="0",
+        role="user",
+        text="[2026-01-10 09:00:35] The server is fired up and ready to roll! CUDA out of memory.",
+    )
     facts = ToolingExtractor().extract(MessageContext(message=msg))
     assert facts.server_events == [] and facts.measurements == [] and facts.launches == []
 
@@ -137,14 +182,47 @@ def test_message_prose_is_never_scanned() -> None:
 # --------------------------------------------------------------------------- robustness
 
 _ALPHABET = st.characters(blacklist_categories=("Cs",))
-_PIECES = st.sampled_from([
-    "[2026-01-01 00:00:00 TP0] ", "Decode batch, ", "#running-req: ", "accept len: ", ", ", ": ",
-    "Capture cuda graph ", "end. Time elapsed: ", "CUDA out of memory. Tried to allocate ",
-    "============ Serving Benchmark Result ============\n", "Mean TTFT (ms):   ", "| NVIDIA-SMI ",
-    "MiB / ", "%", "\n", "\r", "'", '"', "\\\n", "<<EOF\n", "EOF\n", "python -m sglang.launch_server ",
-    "--tp", " 8 ", "vllm serve ", "ssh h ", "$(", ")", "&", ";", "|", "> f ", "index, memory.used [MiB]\n",
-    "(APIServer pid=1) ", "INFO 01-01 00:00:00 [a.py:1] ", "Throughput: ", "Prefill. latency: ",
-])
+_PIECES = st.sampled_from(
+    [
+        "[2026-01-01 00:00:00 TP0] ",
+        "Decode batch, ",
+        "#running-req: ",
+        "accept len: ",
+        ", ",
+        ": ",
+        "Capture cuda graph ",
+        "end. Time elapsed: ",
+        "CUDA out of memory. Tried to allocate ",
+        "============ Serving Benchmark Result ============\n",
+        "Mean TTFT (ms):   ",
+        "| NVIDIA-SMI ",
+        "MiB / ",
+        "%",
+        "\n",
+        "\r",
+        "'",
+        '"',
+        "\\\n",
+        "<<EOF\n",
+        "EOF\n",
+        "python -m sglang.launch_server ",
+        "--tp",
+        " 8 ",
+        "vllm serve ",
+        "ssh h ",
+        "$(",
+        ")",
+        "&",
+        ";",
+        "|",
+        "> f ",
+        "index, memory.used [MiB]\n",
+        "(APIServer pid=1) ",
+        "INFO 01-01 00:00:00 [a.py:1] ",
+        "Throughput: ",
+        "Prefill. latency: ",
+    ]
+)
 _TEXT = st.lists(st.one_of(_PIECES, st.text(_ALPHABET, max_size=20)), max_size=40).map("".join)
 
 

@@ -71,6 +71,7 @@ class Vocabulary:
     levers: tuple[LeverSpec, ...]
     start_cues: re.Pattern[str]
     na_cues: re.Pattern[str]
+    revert_cues: re.Pattern[str]
     recap_min_levers: int
     version: int
 
@@ -92,6 +93,7 @@ def vocabulary() -> Vocabulary:
         levers=specs,
         start_cues=re.compile(data["start_cues"], re.I),
         na_cues=re.compile(data["not_applicable_cues"], re.I),
+        revert_cues=re.compile(data["revert_cues"], re.I),
         recap_min_levers=int(data.get("recap_min_levers", 3)),
         version=int(data["version"]),
     )
@@ -239,6 +241,8 @@ def _sentence_events(msg_idx: int, role: str, sentence: str, vocab: Vocabulary) 
     hits = sorted(
         (pos, spec.name) for spec in vocab.levers if (pos := spec.first_match(sentence)) is not None
     )
+    if role == "assistant" and vocab.revert_cues.search(sentence):
+        return [Event(msg_idx, 4, "revert", detail=sentence)]
     if not hits:
         return []
     na = vocab.na_cues.search(sentence)
@@ -381,8 +385,16 @@ def _levers_for_flags(changed: dict[str, Any], vocab: Vocabulary) -> list[LeverS
 class _LeverWalk:
     """Walks the events of one campaign window and drafts its levers."""
 
-    def __init__(self, vocab: Vocabulary, source_id: Any) -> None:
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        source_id: Any,
+        label: str | None = None,
+        lower_better: bool = False,
+    ) -> None:
         self.vocab = vocab
+        self.label = label
+        self.lower_better = lower_better
         self.ref = source_id
         self.drafts: list[_Draft] = []
         self.current: _Draft | None = None
@@ -442,9 +454,7 @@ class _LeverWalk:
             )
         elif ev.changed and not specs:
             name = f"launch flags ({changes[:60]})"
-            self._open(
-                name, ev.msg_idx, "launch", f"launch at {self.ref(ev.msg_idx)}: {changes}"
-            )
+            self._open(name, ev.msg_idx, "launch", f"launch at {self.ref(ev.msg_idx)}: {changes}")
 
     def _is_retry(self, cur: _Draft, ev: Event, specs: list[LeverSpec]) -> bool:
         """After a failure: does this launch retry the lever (its own flags still set, or
@@ -458,9 +468,15 @@ class _LeverWalk:
 
     def fail(self, ev: Event) -> None:
         cur = self.current
-        if not cur or cur.frozen or cur.after is not None or cur.na_msg is not None:
+        if ev.kind == "fail_text" and ev.lever and (cur is None or ev.lever != cur.name):
+            if ev.lever not in self.concluded:
+                # a lever tried without being announced, whose failure is then stated
+                draft = self._open(
+                    ev.lever, ev.msg_idx, "text", f"{self.ref(ev.msg_idx)}: {ev.detail[:160]}"
+                )
+                draft.failures.append((ev.msg_idx, "failure stated"))
             return
-        if ev.kind == "fail_text" and ev.lever != cur.name:
+        if not cur or cur.frozen or cur.after is not None or cur.na_msg is not None:
             return
         if ev.msg_idx < cur.start:
             return
@@ -469,6 +485,12 @@ class _LeverWalk:
             return
         cur.failures.append((ev.msg_idx, kind))
         cur.touch(ev.msg_idx, f"{kind} at {self.ref(ev.msg_idx)}")
+
+    def revert(self, ev: Event) -> None:
+        """The assistant reverted the change: numbers after this are not the lever's."""
+        cur = self.current
+        if cur and (cur.after is not None or cur.failures):
+            cur.frozen = True
 
     def not_applicable(self, ev: Event) -> None:
         assert ev.lever
@@ -487,25 +509,49 @@ class _LeverWalk:
     def measure(self, ev: Event, reference: dict[tuple[str, str | None], float]) -> None:
         cur = self.current
         key = (str(ev.metric), ev.label)
+        value = float(ev.value or 0.0)
         settled = cur is None or cur.frozen or cur.na_msg is not None
         if settled or (cur is not None and cur.via == "mention" and ev.msg_idx <= cur.start):
-            reference[key] = float(ev.value or 0.0)  # the configuration in force
+            # Before any lever: the baseline (latest wins). Between levers: only fills a
+            # condition not measured before; the kept configuration is set by levers.
+            if len(self.drafts) <= 1 and (cur is None or ev.msg_idx <= cur.start):
+                reference[key] = value
+            else:
+                reference.setdefault(key, value)
             return
         assert cur is not None
-        if _prefer(ev, cur.after, reference):
+        if _prefer(ev, cur.after, reference, self.label, self.lower_better):
             cur.after = ev
         cur.touch(ev.msg_idx)
 
 
-def _prefer(new: Event, old: Event | None, reference: dict[tuple[str, str | None], float]) -> bool:
-    """Keep the latest comparable measurement; a comparable one beats one without a before."""
+def _prefer(
+    new: Event,
+    old: Event | None,
+    reference: dict[tuple[str, str | None], float],
+    label: str | None,
+    lower_better: bool,
+) -> bool:
+    """Which measurement is the lever's result: one at the campaign's main label beats
+    others (the best of them: a lever's variants are judged by its best setting); then
+    one with a comparable value before it; then the latest."""
     if old is None:
         return True
+    new_main, old_main = new.label == label, old.label == label
+    if new_main != old_main:
+        return new_main
+    if new_main:
+        better = (
+            (new.value or 0) < (old.value or 0)
+            if lower_better
+            else (new.value or 0) > (old.value or 0)
+        )
+        return better
     new_cmp = (str(new.metric), new.label) in reference
     old_cmp = (str(old.metric), old.label) in reference
     if new_cmp != old_cmp:
         return new_cmp
-    return (new.metric, new.label) == (old.metric, old.label) or new_cmp
+    return True
 
 
 def _finish(
@@ -535,7 +581,7 @@ def _finish(
             notes.append(
                 f"{metric}{label} {before:g} → {after:g} ({delta:+.1f}%) at {ref(evidence)}"
             )
-            if outcome in ("improved", "no_effect"):
+            if outcome == "improved":  # a change without effect is usually reverted
                 reference[(str(metric), draft.after.label)] = float(after or 0)
         else:
             notes.append(
@@ -628,7 +674,7 @@ def _campaign(
         + _failure_events(frames)
         + _measure_events(frames.measurements, [metric])
     )
-    walk = _LeverWalk(vocab, frames.ref)
+    walk = _LeverWalk(vocab, frames.ref, label, lower_better)
     reference: dict[tuple[str, str | None], float] = {}
     baseline: float | None = None
     finished: list[Lever] = []
@@ -648,6 +694,8 @@ def _campaign(
             walk.fail(ev)
         elif ev.kind == "not_applicable":
             walk.not_applicable(ev)
+        elif ev.kind == "revert":
+            walk.revert(ev)
         if len(walk.drafts) > before_count:
             if before_count == 0:
                 baseline = reference.get((metric, label))

@@ -65,6 +65,15 @@ def campaign_levers(con: duckdb.DuckDBPyConnection, campaign_id: str) -> pd.Data
     ).df()
 
 
+def use_log_scale(values: pd.Series, target: float | None) -> bool:
+    """A log axis when the target is an order of magnitude away from the values,
+    so both the progress and the remaining distance stay visible."""
+    points = [float(v) for v in values.dropna()]
+    if target is not None and not pd.isna(target):
+        points.append(float(target))
+    return bool(points) and min(points) > 0 and max(points) / min(points) >= 10
+
+
 def campaign_chart(
     series: pd.DataFrame, levers: pd.DataFrame, target: float | None, metric: str
 ) -> alt.LayerChart:
@@ -72,10 +81,12 @@ def campaign_chart(
     import altair as alt
 
     x = alt.X("msg_idx:Q", title="message")
+    log = use_log_scale(series["value"], target)
+    y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     layers: list[alt.Chart] = [
         alt.Chart(series).mark_line(point=True).encode(
             x=x,
-            y=alt.Y("value:Q", title=metric),
+            y=alt.Y("value:Q", title=f"{metric} (log scale)" if log else metric, scale=y_scale),
             tooltip=["msg_idx", "value", "unit", "label"],
         )
     ]

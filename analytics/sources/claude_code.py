@@ -25,7 +25,9 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -157,6 +159,29 @@ class _Line:
     tool_use_result: object = None
 
 
+@dataclass(slots=True)
+class _OpenCall:
+    """A tool_use waiting for its result. The ToolCall is built once the result is
+    known (or at the end of the file, as ``running``) instead of built early and
+    mutated: pydantic attribute assignment is slow."""
+
+    use: _Use
+    msg_idx: int
+    started_at: datetime | None
+
+    def fields(self, session_id: str) -> dict[str, Any]:
+        """The ToolCall fields known when the call was made."""
+        return {
+            "session_id": session_id,
+            "msg_idx": self.msg_idx,
+            "call_id": self.use.call_id,
+            "tool": self.use.tool,
+            "command": self.use.command,
+            "input": self.use.input,
+            "started_at": self.started_at,
+        }
+
+
 def _blocks(content: object) -> list[dict[str, object]]:
     if content is None or isinstance(content, str):
         return []
@@ -284,45 +309,41 @@ def _extract_usual(obj: dict[str, object]) -> _Line:
     get = obj.get
     uuid, parent, logical = get("uuid"), get("parentUuid"), get("logicalParentUuid")
     side, compact = get("isSidechain"), get("isCompactSummary")
+    str_types = {
+        type(get("timestamp")),
+        type(get("sessionId")),
+        type(get("version")),
+        type(get("cwd")),
+        type(uuid),
+        type(parent),
+        type(logical),
+    }
+    if not (str_types <= _STR_OR_NONE and {type(side), type(compact)} <= _BOOL_OR_NONE):
+        raise _Unusual
     message = get("message")
     if message is None:
         message = {}
-    if not (
-        {
-            type(get("timestamp")),
-            type(get("sessionId")),
-            type(get("version")),
-            type(get("cwd")),
-            type(uuid),
-            type(parent),
-            type(logical),
-        }
-        <= _STR_OR_NONE
-        and {type(side), type(compact)} <= _BOOL_OR_NONE
-        and type(message) is dict
-    ):
+    elif not isinstance(message, dict):
         raise _Unusual
-    assert isinstance(message, dict)
     rtype = obj["type"]
-    common = {
-        "uuid": uuid,
-        "parent": parent or logical,
-        "is_sidechain": side is True,
-        "is_compaction_summary": compact is True,
-    }
     if rtype == "assistant":
-        return _assistant_usual(message, get("isApiErrorMessage") is True, common)
-    if rtype == "user":
+        line = _assistant_usual(message, get("isApiErrorMessage") is True)
+    elif rtype == "user":
         is_meta = get("isMeta")
         if type(is_meta) not in _BOOL_OR_NONE:
             raise _Unusual
-        return _user_usual(message, is_meta is True, get("toolUseResult"), common)
-    raise _Unusual  # system lines are rare: the careful path reads them
+        line = _user_usual(message, is_meta is True, get("toolUseResult"))
+    else:
+        raise _Unusual  # system lines are rare: the careful path reads them
+    parent = parent or logical
+    line.uuid = uuid if isinstance(uuid, str) else None
+    line.parent = parent if isinstance(parent, str) else None
+    line.is_sidechain = side is True
+    line.is_compaction_summary = compact is True
+    return line
 
 
-def _assistant_usual(
-    message: dict[str, object], api_error: bool, common: dict[str, object]
-) -> _Line:
+def _assistant_usual(message: dict[str, object], api_error: bool) -> _Line:
     model, content = message.get("model"), message.get("content")
     if type(model) not in _STR_OR_NONE:
         raise _Unusual
@@ -354,16 +375,13 @@ def _assistant_usual(
         role="assistant",
         text=text,
         native_type=native_type,
-        model=model,  # type: ignore[arg-type]  # checked above
+        model=model if isinstance(model, str) else None,
         error=(text or "API error") if api_error else None,
         uses=uses,
-        **common,  # type: ignore[arg-type]
     )
 
 
-def _user_usual(
-    message: dict[str, object], is_meta: bool, tool_use_result: object, common: dict[str, object]
-) -> _Line:
+def _user_usual(message: dict[str, object], is_meta: bool, tool_use_result: object) -> _Line:
     content = message.get("content")
     texts: list[str] = []
     results: list[_Result] = []
@@ -392,7 +410,6 @@ def _user_usual(
         native_type="user",
         results=results,
         tool_use_result=tool_use_result,
-        **common,  # type: ignore[arg-type]
     )
 
 
@@ -499,7 +516,7 @@ class _Parser:
         self.next_idx = next_idx if isinstance(next_idx, int) else 0
         carried = state.get("pending", {})
         self.carried: dict[str, int] = dict(carried) if isinstance(carried, dict) else {}
-        self.pending: dict[str, ToolCall] = {}
+        self.pending: dict[str, _OpenCall] = {}
         self.uuids: set[str] = set()
         self.summaries: dict[str, str] = {}
         self.meta: dict[str, str | None] = {
@@ -524,23 +541,25 @@ class _Parser:
             parent_session_id=self.parent,
         )
 
-    def feed(self, line: JsonLine) -> Iterator[ParsedItem]:
+    def feed(self, line: JsonLine) -> list[ParsedItem]:
+        """The records of one line (a list: cheaper than a generator per line)."""
         obj = line.value
         assert isinstance(obj, dict)
         rtype = obj.get("type")
         if not isinstance(rtype, str):
-            yield self._quarantine(line, "record has no string 'type' field")
-        elif rtype in MESSAGE_TYPES:
+            return [self._quarantine(line, "record has no string 'type' field")]
+        if rtype not in MESSAGE_TYPES:
+            return [self._raw(line, obj, rtype)]
+        try:
+            extracted = _extract_usual(obj)
+        except (_Unusual, *_FALLBACK):
             try:
                 extracted = _extract(obj)
-            except (BadRecordError, TypeError, ValueError) as exc:
-                yield self._quarantine(line, one_line(exc))
-                return
-            self.ledger.stored()
-            self._note_envelope(obj, extracted)
-            yield from self._emit(extracted, obj, line)
-        else:
-            yield self._raw(line, obj, rtype)
+            except _FALLBACK as exc:
+                return [self._quarantine(line, one_line(exc))]
+        self.ledger.stored()
+        self._note_envelope(obj, extracted)
+        return self._emit(extracted, obj, line)
 
     def _quarantine(self, line: JsonLine, reason: str) -> Quarantined:
         self.ledger.quarantined()
@@ -590,55 +609,60 @@ class _Parser:
         if line.model and line.model != "<synthetic>" and not self.meta["model"]:
             self.meta["model"] = line.model
 
-    def _emit(self, line: _Line, obj: dict[str, object], where: JsonLine) -> Iterator[ParsedItem]:
+    def _emit(self, line: _Line, obj: dict[str, object], where: JsonLine) -> list[ParsedItem]:
         idx = self.next_idx
         self.next_idx += 1
         ts = parse_ts(obj.get("timestamp"))
-        yield Message(
-            session_id=self.session_id,
-            msg_idx=idx,
-            source_id=line.uuid or f"L{where.line_no}",
-            parent_source_id=line.parent,
-            role=line.role,
-            ts=ts,
-            text=line.text,
-            is_sidechain=line.is_sidechain,
-            is_compaction_summary=line.is_compaction_summary,
-            error=line.error,
-            native_type=line.native_type,
-            model=line.model,
-            location=where.location,
-        )
-        for use in line.uses:
-            self.pending[use.call_id] = ToolCall(
+        items: list[ParsedItem] = [
+            Message(
                 session_id=self.session_id,
                 msg_idx=idx,
-                call_id=use.call_id,
-                tool=use.tool,
-                command=use.command,
-                input=use.input,
-                started_at=ts,
+                source_id=line.uuid or f"L{where.line_no}",
+                parent_source_id=line.parent,
+                role=line.role,
+                ts=ts,
+                text=line.text,
+                is_sidechain=line.is_sidechain,
+                is_compaction_summary=line.is_compaction_summary,
+                error=line.error,
+                native_type=line.native_type,
+                model=line.model,
+                location=where.location,
             )
+        ]
+        for use in line.uses:
+            self.pending[use.call_id] = _OpenCall(use, idx, ts)
         for result in line.results:
             status, exit_code = outcome(result.text, result.is_error, line.tool_use_result)
             call = self.pending.pop(result.call_id, None)
             if call is not None:
-                call.output, call.status, call.exit_code = result.text, status, exit_code
-                call.ended_at, call.result_msg_idx = ts, idx
-                yield call
-            elif self.carried.pop(result.call_id, None) is not None:
-                yield ToolResult(
-                    session_id=self.session_id,
-                    call_id=result.call_id,
-                    output=result.text,
-                    status=status,
-                    exit_code=exit_code,
-                    ended_at=ts,
-                    result_msg_idx=idx,
+                items.append(
+                    ToolCall(
+                        **call.fields(self.session_id),
+                        output=result.text,
+                        status=status,
+                        exit_code=exit_code,
+                        ended_at=ts,
+                        result_msg_idx=idx,
+                    )
                 )
+            elif self.carried.pop(result.call_id, None) is not None:
+                items.append(
+                    ToolResult(
+                        session_id=self.session_id,
+                        call_id=result.call_id,
+                        output=result.text,
+                        status=status,
+                        exit_code=exit_code,
+                        ended_at=ts,
+                        result_msg_idx=idx,
+                    )
+                )
+        return items
 
     def finish(self) -> Iterator[ParsedItem]:
-        yield from self.pending.values()
+        for call in self.pending.values():
+            yield ToolCall(**call.fields(self.session_id))
         open_calls = dict(self.carried)
         open_calls.update({cid: call.msg_idx for cid, call in self.pending.items()})
         self.ledger.format_version = self.meta["version"]

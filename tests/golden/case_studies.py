@@ -197,7 +197,9 @@ def build_dsv4(con: duckdb.DuckDBPyConnection) -> str:
     c = b.call(i, "bash /root/launch_dsv4.sh", "server started, pid 4410", 2)
     b.launch(i, c, tp_size=4, mem_fraction_static=0.70, disaggregation_mode="decode")
     i = b.msg("assistant", "Baseline benchmark at concurrency 16.", 10)
-    b.call(i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=25.0), 10, 120)
+    b.call(
+        i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=25.0), 10, 120
+    )
     b.tag(i, "benchmark", "Serving Benchmark Result")
     b.measure(i, "output_token_throughput", 25.0, "concurrency=16", "tok/s")
     b.measure(i, "decode_gen_throughput", 10.1, "bs=1", "tok/s")
@@ -208,7 +210,9 @@ def build_dsv4(con: duckdb.DuckDBPyConnection) -> str:
     c = b.call(i, "bash /root/launch_dsv4.sh", "server started, pid 4551", 42)
     b.launch(i, c)
     i = b.msg("assistant", "Benchmark after autotuning.", 50)
-    b.call(i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=26.5), 50, 120)
+    b.call(
+        i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=26.5), 50, 120
+    )
     b.tag(i, "benchmark", "Serving Benchmark Result")
     b.measure(i, "output_token_throughput", 26.5, "concurrency=16", "tok/s")
 
@@ -216,7 +220,9 @@ def build_dsv4(con: duckdb.DuckDBPyConnection) -> str:
     c = b.call(i, "NCCL_PROTO=LL NCCL_ALGO=Ring bash /root/launch_dsv4.sh", "pid 4702", 55)
     b.launch(i, c, **{"env:NCCL_PROTO": "LL", "env:NCCL_ALGO": "Ring"})
     i = b.msg("assistant", "Benchmark with NCCL LL+Ring.", 62)
-    b.call(i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=26.7), 62, 120)
+    b.call(
+        i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=26.7), 62, 120
+    )
     b.tag(i, "benchmark", "Serving Benchmark Result")
     b.measure(i, "output_token_throughput", 26.7, "concurrency=16", "tok/s")
 
@@ -260,7 +266,9 @@ def build_dsv4(con: duckdb.DuckDBPyConnection) -> str:
     c = b.call(i, "bash /root/launch_dsv4.sh --ep-size 4", "pid 5120", 80)
     b.launch(i, c, moe_runner_backend=None, ep_size=4)
     i = b.msg("assistant", "Benchmark with EP.", 88)
-    b.call(i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=21.0), 88, 120)
+    b.call(
+        i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=21.0), 88, 120
+    )
     b.tag(i, "benchmark", "Serving Benchmark Result")
     b.measure(i, "output_token_throughput", 21.0, "concurrency=16", "tok/s")
     b.msg(
@@ -325,7 +333,9 @@ def build_dsv4(con: duckdb.DuckDBPyConnection) -> str:
     i = b.msg("assistant", "Yes, the MTP server is up and healthy.", 116)
     b.tag(i, "readiness_claim", "the MTP server is up and healthy", 5)
     i = b.msg("assistant", "Benchmark with MTP.", 121)
-    b.call(i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=38.0), 121, 120)
+    b.call(
+        i, "python -m sglang.bench_serving --max-concurrency 16", BENCH.format(value=38.0), 121, 120
+    )
     b.tag(i, "benchmark", "Serving Benchmark Result")
     b.measure(i, "output_token_throughput", 38.0, "concurrency=16", "tok/s")
     b.save("DeepSeek-V4-Flash PD disaggregation on sm_120", "deepseek-v4-flash")
@@ -350,7 +360,7 @@ SMOKE_OUT = json.dumps(
     }
 )
 SMOKE_CMD = (
-    "curl -s localhost:30000/v1/chat/completions -d '{\"messages\":[{\"role\":\"user\","
+    'curl -s localhost:30000/v1/chat/completions -d \'{"messages":[{"role":"user",'
     '"content":"What is 2+2?"}],"temperature":1.0,"top_p":0.95,"top_k":20}\''
 )
 

@@ -77,9 +77,13 @@ def core_words(words: list[str]) -> list[str]:
     """Drop env assignments, redirections and wrapper programs from the front."""
     out = [w for w in words if not _REDIRECT.match(w)]
     i = 0
+    after_wrapper = False
     while i < len(out):
         w = out[i]
         if _ASSIGN.match(w) or w in _WRAPPERS:
+            after_wrapper = w in _WRAPPERS
+            i += 1
+        elif after_wrapper and w.startswith("-"):
             i += 1
         elif w == "timeout":
             i += 1

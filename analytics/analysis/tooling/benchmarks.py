@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .logs import iter_lines
@@ -77,8 +78,9 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def serving_blocks(text: str, command: str | None = None,
-                   launch_msg_idx: int | None = None) -> list[BenchNumber]:
+def serving_blocks(
+    text: str, command: str | None = None, launch_msg_idx: int | None = None
+) -> list[BenchNumber]:
     """Every row of every ``Serving Benchmark Result`` block in ``text``."""
     out: list[BenchNumber] = []
     if BANNER not in text:
@@ -87,15 +89,18 @@ def serving_blocks(text: str, command: str | None = None,
     lines = iter_lines(text)
     for line in lines:
         if BANNER in line and line.lstrip().startswith("="):
-            out.extend(_block(lines, default_conc.group(1) if default_conc else None,
-                              launch_msg_idx))
+            out.extend(
+                _block(lines, default_conc.group(1) if default_conc else None, launch_msg_idx)
+            )
     return out
 
 
-def _block(lines: object, concurrency: str | None, launch_msg_idx: int | None) -> list[BenchNumber]:
+def _block(
+    lines: Iterator[str], concurrency: str | None, launch_msg_idx: int | None
+) -> list[BenchNumber]:
     rows: list[tuple[str, str | None, float]] = []
     rate: float | None = None
-    for n, line in enumerate(lines):  # type: ignore[call-overload]
+    for n, line in enumerate(lines):
         if n > MAX_BLOCK_LINES or line.startswith("=" * 10):
             break
         m = _ROW.match(line)
@@ -113,8 +118,9 @@ def _block(lines: object, concurrency: str | None, launch_msg_idx: int | None) -
             rate = value
         name, unit = metric_name(key)
         rows.append((name, unit, value))
-    label = join_label({"concurrency": concurrency, "request_rate": _fmt(rate),
-                        "launch_msg_idx": launch_msg_idx})
+    label = join_label(
+        {"concurrency": concurrency, "request_rate": _fmt(rate), "launch_msg_idx": launch_msg_idx}
+    )
     return [BenchNumber(name, value, unit, label, "bench_serving") for name, unit, value in rows]
 
 
@@ -148,11 +154,15 @@ def one_batch_lines(text: str, command: str | None = None) -> list[BenchNumber]:
             bs = m.group(6)
         elif m.group(1):
             phase = m.group(1).lower()
-            pending += [(f"{phase}_latency", float(m.group(2)), "s"),
-                        (f"{phase}_throughput", float(m.group(3)), "tok/s")]
+            pending += [
+                (f"{phase}_latency", float(m.group(2)), "s"),
+                (f"{phase}_throughput", float(m.group(3)), "tok/s"),
+            ]
         else:
-            pending += [("decode_median_latency", float(m.group(4)), "s"),
-                        ("decode_median_throughput", float(m.group(5)), "tok/s")]
+            pending += [
+                ("decode_median_latency", float(m.group(4)), "s"),
+                ("decode_median_throughput", float(m.group(5)), "tok/s"),
+            ]
         if m.group(1) == "Total":
             if not warmup:
                 label = join_label({"bs": bs})
@@ -168,21 +178,31 @@ def vllm_bench_lines(text: str, command: str | None = None) -> list[BenchNumber]
     label = join_label({"bs": flag.group(1) if flag else None})
     if "Throughput: " in text:
         for m in _VLLM_THROUGHPUT.finditer(text):
-            out += [BenchNumber("throughput_requests", float(m.group(1)), "req/s", label, "vllm_bench"),
-                    BenchNumber("throughput_total_tokens", float(m.group(2)), "tok/s", label, "vllm_bench"),
-                    BenchNumber("throughput_output_tokens", float(m.group(3)), "tok/s", label, "vllm_bench")]
+            out += [
+                BenchNumber("throughput_requests", float(m.group(1)), "req/s", label, "vllm_bench"),
+                BenchNumber(
+                    "throughput_total_tokens", float(m.group(2)), "tok/s", label, "vllm_bench"
+                ),
+                BenchNumber(
+                    "throughput_output_tokens", float(m.group(3)), "tok/s", label, "vllm_bench"
+                ),
+            ]
     if "latency: " in text and " seconds" in text:
         for line in iter_lines(text):
-            m = _VLLM_LATENCY.match(line) if line[:1] in "A0123456789" else None
-            if m:
-                which = "avg" if m.group(1) == "Avg" else "p" + m.group(1).rstrip("%")
-                value = _number(m.group(2))
+            hit = _VLLM_LATENCY.match(line) if line[:1] in "A0123456789" else None
+            if hit:
+                which = "avg" if hit.group(1) == "Avg" else "p" + hit.group(1).rstrip("%")
+                value = _number(hit.group(2))
                 if value is not None:
                     out.append(BenchNumber(f"latency_{which}", value, "s", label, "vllm_bench"))
     return out
 
 
-def benchmark_numbers(text: str, command: str | None = None,
-                      launch_msg_idx: int | None = None) -> list[BenchNumber]:
-    return (serving_blocks(text, command, launch_msg_idx) + one_batch_lines(text, command)
-            + vllm_bench_lines(text, command))
+def benchmark_numbers(
+    text: str, command: str | None = None, launch_msg_idx: int | None = None
+) -> list[BenchNumber]:
+    return (
+        serving_blocks(text, command, launch_msg_idx)
+        + one_batch_lines(text, command)
+        + vllm_bench_lines(text, command)
+    )

@@ -83,19 +83,50 @@ class ToolingExtractor:
         engine = (self.current.engine if self.current else None) or sniff_engine(text) or "unknown"
         scan = scan_log(text, engine)
         for ev in scan.events:
-            facts.server_events.append(ServerEvent(
-                session_id=session_id, msg_idx=msg_idx, engine=ev.engine, event=ev.event,
-                detail=ev.detail, log_ts=ev.log_ts))
+            facts.server_events.append(
+                ServerEvent(
+                    session_id=session_id,
+                    msg_idx=msg_idx,
+                    engine=ev.engine,
+                    event=ev.event,
+                    detail=ev.detail,
+                    log_ts=ev.log_ts,
+                )
+            )
         for num in scan.numbers:
-            facts.measurements.append(Measurement(
-                session_id=session_id, msg_idx=msg_idx, metric=num.metric, value=num.value,
-                unit=num.unit, label=num.label, source=num.source))
+            facts.measurements.append(
+                Measurement(
+                    session_id=session_id,
+                    msg_idx=msg_idx,
+                    metric=num.metric,
+                    value=num.value,
+                    unit=num.unit,
+                    label=num.label,
+                    source=num.source,
+                )
+            )
         launch_idx = self.current.msg_idx if self.current else None
         for b in benchmark_numbers(text, call.command, launch_idx):
-            facts.measurements.append(Measurement(
-                session_id=session_id, msg_idx=msg_idx, metric=b.metric, value=b.value,
-                unit=b.unit, label=b.label, source=b.source))
+            facts.measurements.append(
+                Measurement(
+                    session_id=session_id,
+                    msg_idx=msg_idx,
+                    metric=b.metric,
+                    value=b.value,
+                    unit=b.unit,
+                    label=b.label,
+                    source=b.source,
+                )
+            )
         for g in gpu_numbers(text, call.command):
-            facts.measurements.append(Measurement(
-                session_id=session_id, msg_idx=msg_idx, metric=g.metric, value=g.value,
-                unit=g.unit, label=g.label, source="nvidia_smi"))
+            facts.measurements.append(
+                Measurement(
+                    session_id=session_id,
+                    msg_idx=msg_idx,
+                    metric=g.metric,
+                    value=g.value,
+                    unit=g.unit,
+                    label=g.label,
+                    source="nvidia_smi",
+                )
+            )

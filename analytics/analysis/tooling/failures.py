@@ -42,7 +42,9 @@ def failure_signatures() -> tuple[FailureSignature, ...]:
     raw = json.loads(path.read_text(encoding="utf-8"))
     return tuple(
         FailureSignature(
-            engine=s["engine"], event=s["event"], needle=s["needle"],
+            engine=s["engine"],
+            event=s["event"],
+            needle=s["needle"],
             regex=re.compile(s.get("regex") or re.escape(s["needle"])),
             lookback=int(s.get("lookback", 0)),
         )
@@ -61,7 +63,9 @@ def failure_hits(text: str) -> list[FailureHit]:
             m = sig.regex.search(text, lo, min(len(text), pos + len(sig.needle) + WINDOW))
             if m and m.start() <= pos:
                 detail = m.group(1) if m.re.groups and m.group(1) else None
-                hits.append(FailureHit(sig.engine, sig.event, m.group(0), detail, m.start(), m.end()))
+                hits.append(
+                    FailureHit(sig.engine, sig.event, m.group(0), detail, m.start(), m.end())
+                )
                 count += 1
             pos = text.find(sig.needle, pos + len(sig.needle))
     hits.sort(key=lambda h: (h.start, h.event))

@@ -48,8 +48,11 @@ class FlagTable:
                 return self.aliases[dashed]
         if not flag.startswith("--") or len(flag) < 3:
             return None
-        hits = {canon for spelling, canon in self.aliases.items()
-                if spelling.startswith("--") and spelling.startswith(flag)}
+        hits = {
+            canon
+            for spelling, canon in self.aliases.items()
+            if spelling.startswith("--") and spelling.startswith(flag)
+        }
         return hits.pop() if len(hits) == 1 else None
 
 

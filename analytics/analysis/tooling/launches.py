@@ -40,10 +40,26 @@ _NUMBER = re.compile(r"-\d+(\.\d+)?")
 _VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _SSH_OPTS_WITH_ARG = frozenset("bcDEeFIiJLlmOopQRSWw")
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
-_SEARCH_LAUNCHERS = frozenset({
-    "docker", "podman", "uv", "conda", "mamba", "micromamba", "srun", "mpirun", "nsys",
-    "ncu", "apptainer", "singularity", "pixi", "poetry", "torchrun", "enroot",
-})
+_SEARCH_LAUNCHERS = frozenset(
+    {
+        "docker",
+        "podman",
+        "uv",
+        "conda",
+        "mamba",
+        "micromamba",
+        "srun",
+        "mpirun",
+        "nsys",
+        "ncu",
+        "apptainer",
+        "singularity",
+        "pixi",
+        "poetry",
+        "torchrun",
+        "enroot",
+    }
+)
 _MODULES = {
     "sglang.launch_server": "sglang",
     "sglang_router.launch_server": "sglang",
@@ -65,8 +81,14 @@ class LaunchSpec:
 
     def to_launch(self, session_id: str, msg_idx: int, call_id: str | None) -> Launch:
         return Launch(
-            session_id=session_id, msg_idx=msg_idx, call_id=call_id, engine=self.engine,
-            model=self.model, host=self.host, flags=dict(self.flags), env=dict(self.env),
+            session_id=session_id,
+            msg_idx=msg_idx,
+            call_id=call_id,
+            engine=self.engine,
+            model=self.model,
+            host=self.host,
+            flags=dict(self.flags),
+            env=dict(self.env),
             unknown_flags=dict(self.unknown_flags),
         )
 
@@ -102,8 +124,9 @@ class ScriptMemory:
 # --------------------------------------------------------------------------- public API
 
 
-def parse_launches(command: str, scripts: ScriptMemory | None = None,
-                   host: str | None = None) -> list[LaunchSpec]:
+def parse_launches(
+    command: str, scripts: ScriptMemory | None = None, host: str | None = None
+) -> list[LaunchSpec]:
     """Every server launch in a shell snippet (scripts in ``scripts`` are followed)."""
     walker = _Walker(scripts if scripts is not None else ScriptMemory())
     walker.walk(command, host, {}, 0)
@@ -112,7 +135,11 @@ def parse_launches(command: str, scripts: ScriptMemory | None = None,
 
 def remember_written_file(scripts: ScriptMemory, tool: str | None, tool_input: str | None) -> None:
     """Record a file written by an editor tool (``Write``/``write``/``create``) from its JSON input."""
-    if not tool_input or not tool or tool.lower() not in ("write", "create", "write_file", "str_replace_based_edit_tool"):
+    if (
+        not tool_input
+        or not tool
+        or tool.lower() not in ("write", "create", "write_file", "str_replace_based_edit_tool")
+    ):
         return
     try:
         data = json.loads(tool_input)
@@ -141,8 +168,11 @@ def diff_launches(launches: list[Launch]) -> list[Launch]:
 def flag_changes(before: Launch, after: Launch) -> dict[str, object]:
     old = {**before.flags, **({"model": before.model} if before.model else {})}
     new = {**after.flags, **({"model": after.model} if after.model else {})}
-    return {k: [old.get(k), new.get(k)] for k in sorted(old.keys() | new.keys())
-            if old.get(k) != new.get(k)}
+    return {
+        k: [old.get(k), new.get(k)]
+        for k in sorted(old.keys() | new.keys())
+        if old.get(k) != new.get(k)
+    }
 
 
 # --------------------------------------------------------------------------- walking commands
@@ -163,7 +193,9 @@ class _Walker:
             self._remember_files(cmd, commands[n - 1] if n else None, host)
             self._command(cmd, host, local_env, variables, depth)
 
-    def _remember_files(self, cmd: SimpleCommand, prev: SimpleCommand | None, host: str | None) -> None:
+    def _remember_files(
+        self, cmd: SimpleCommand, prev: SimpleCommand | None, host: str | None
+    ) -> None:
         if not cmd.words:
             return
         head = posixpath.basename(cmd.words[0])
@@ -184,8 +216,14 @@ class _Walker:
         for target in targets:
             self.scripts.remember(target, body, host)
 
-    def _command(self, cmd: SimpleCommand, host: str | None, env: dict[str, str],
-                 variables: dict[str, str], depth: int) -> None:
+    def _command(
+        self,
+        cmd: SimpleCommand,
+        host: str | None,
+        env: dict[str, str],
+        variables: dict[str, str],
+        depth: int,
+    ) -> None:
         words = [_expand(w, variables) for w in cmd.words]
         if not words:
             return
@@ -256,7 +294,12 @@ def _unwrap(words: list[str]) -> tuple[dict[str, str], list[str]]:
         elif head in ("env", "setsid", "stdbuf", "sudo", "nice", "ionice", "chrt"):
             i += 1
             while i < n and words[i].startswith("-"):
-                takes_arg = words[i] in ("-u", "-n", "-g", "-c", "-p") and head in ("env", "sudo", "nice", "ionice")
+                takes_arg = words[i] in ("-u", "-n", "-g", "-c", "-p") and head in (
+                    "env",
+                    "sudo",
+                    "nice",
+                    "ionice",
+                )
                 i += 2 if takes_arg else 1
         elif head in ("timeout", "taskset"):
             i += 1
@@ -317,14 +360,15 @@ def _script_path(words: list[str]) -> str | None:
 # --------------------------------------------------------------------------- flags
 
 
-def _spec(engine: str, args: list[str], host: str | None, env: dict[str, str],
-          command: str) -> LaunchSpec:
+def _spec(
+    engine: str, args: list[str], host: str | None, env: dict[str, str], command: str
+) -> LaunchSpec:
     table = load_table(engine)
     spec = LaunchSpec(engine=engine, host=host, command=command)
-    for name, value in env.items():
-        safe = REDACTED if _SECRET_ENV.search(name) else value
-        spec.env[name] = safe
-        spec.flags[f"env:{name}"] = safe
+    for var, text in env.items():
+        safe = REDACTED if _SECRET_ENV.search(var) else text
+        spec.env[var] = safe
+        spec.flags[f"env:{var}"] = safe
     positionals: list[str] = []
     i = 0
     while i < len(args):
@@ -339,8 +383,11 @@ def _spec(engine: str, args: list[str], host: str | None, env: dict[str, str],
             spec.unknown_flags[name] = suggest_flag(engine, name)
             canon = name
         if eq:
-            value: Any = ([typed_value(flag_spec, v) for v in inline.split(",")]
-                          if takes_list(flag_spec) and "," in inline else typed_value(flag_spec, inline))
+            value: Any = (
+                [typed_value(flag_spec, v) for v in inline.split(",")]
+                if takes_list(flag_spec) and "," in inline
+                else typed_value(flag_spec, inline)
+            )
         elif negated or _is_bool_switch(flag_spec):
             value = not negated and not (flag_spec and flag_spec.action == "store_false")
         elif takes_list(flag_spec):
@@ -349,7 +396,9 @@ def _spec(engine: str, args: list[str], host: str | None, env: dict[str, str],
                 values.append(typed_value(flag_spec, args[i]))
                 i += 1
             value = values
-        elif i < len(args) and not (_is_flag(args[i]) and (flag_spec is not None or args[i].startswith("--"))):
+        elif i < len(args) and not (
+            _is_flag(args[i]) and (flag_spec is not None or args[i].startswith("--"))
+        ):
             value = typed_value(flag_spec, args[i]) if flag_spec else guess_value(args[i])
             i += 1
         else:
@@ -367,7 +416,9 @@ def _is_flag(word: str) -> bool:
 
 
 def _is_bool_switch(flag_spec: FlagSpec | None) -> bool:
-    return is_switch(flag_spec) or (flag_spec is not None and flag_spec.action == "BooleanOptionalAction")
+    return is_switch(flag_spec) or (
+        flag_spec is not None and flag_spec.action == "BooleanOptionalAction"
+    )
 
 
 def _resolve(table: Any, name: str) -> tuple[str | None, FlagSpec | None, bool]:

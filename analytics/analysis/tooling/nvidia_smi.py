@@ -64,8 +64,10 @@ def table_numbers(text: str) -> list[GpuNumber]:
         mem = _MEM.search(line) if gpu is not None else None
         if mem and gpu is not None:
             label = f"gpu={gpu}"
-            out += [GpuNumber("gpu_mem_used", float(mem.group(1)), "MiB", label),
-                    GpuNumber("gpu_mem_total", float(mem.group(2)), "MiB", label)]
+            out += [
+                GpuNumber("gpu_mem_used", float(mem.group(1)), "MiB", label),
+                GpuNumber("gpu_mem_total", float(mem.group(2)), "MiB", label),
+            ]
             for rx, metric, unit in ((_UTIL, "gpu_util", "%"), (_TEMP, "gpu_temp", "C")):
                 hit = rx.search(line[mem.end() :] if metric == "gpu_util" else line)
                 if hit:

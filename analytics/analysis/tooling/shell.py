@@ -32,8 +32,11 @@ class SimpleCommand:
     @property
     def text_targets(self) -> list[str]:
         """Files this command writes with ``>``/``>>``/``>|``/``&>``."""
-        return [t for op, t in self.redirects if op.lstrip("0123456789") in (">", ">>", ">|", "&>", "&>>")
-                and not op.startswith("2")]
+        return [
+            t
+            for op, t in self.redirects
+            if op.lstrip("0123456789") in (">", ">>", ">|", "&>", "&>>") and not op.startswith("2")
+        ]
 
 
 def _read_quoted(text: str, i: int, buf: list[str]) -> int:
@@ -169,7 +172,7 @@ def split_commands(text: str) -> list[SimpleCommand]:
         if c == "\\" and text[i + 1 : i + 2] == "\n":
             i += 2
             continue
-        if c == "#" :
+        if c == "#":
             end = text.find("\n", i)
             i = n if end < 0 else end
             continue

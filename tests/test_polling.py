@@ -1,0 +1,204 @@
+"""Shell parsing edge cases and polling-loop measurements."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analytics.analysis.tagging import analyse_polling, loop_shape, parse_shell
+from analytics.analysis.tagging.polling import exit_patterns, seconds
+from analytics.models import Message, MessageContext, ToolCall
+
+SEED = """for i in $(seq 1 16); do
+  sleep 25
+  r=$(timeout 10 ssh host 'tail -1 /root/dsv4_mtp.log' 2>/dev/null)
+  echo "[$((i*25))s] ${r: -85}"
+  echo "$r" | grep -qiE "fired up|ready to roll" && { echo READY; break; }
+  echo "$r" | grep -qiE "Traceback|out of memory|Killed|kill_process_tree" && { echo ERR; break; }
+done"""
+
+
+def run(command: str, output: str = "", status: str = "completed", **kw: object):
+    call = ToolCall(session_id="s", msg_idx=0, call_id="c", tool="bash", command=command,
+                    output=output, status=status, **kw)  # type: ignore[arg-type]
+    ctx = MessageContext(message=Message(session_id="s", msg_idx=0, source_id="0", role="assistant"),
+                         calls=[call], results=[call])
+    loops = analyse_polling(ctx)
+    return loops[0] if loops else None
+
+
+# --- shell parsing -----------------------------------------------------------
+
+
+def test_seed_needs_fallback_and_sees_nested_commands() -> None:
+    script = parse_shell(SEED)
+    assert script.parser == "fallback"  # bashlex rejects $((…))
+    names = [c.name for c in script.commands]
+    assert {"sleep", "ssh", "tail", "grep", "seq"} <= set(names)
+    tail = next(c for c in script.commands if c.name == "tail")
+    assert tail.loops == (0,) and tail.nested >= 1
+
+
+@pytest.mark.parametrize(
+    "command,names",
+    [
+        ("a && b || c; d | e &", ["a", "b", "c", "d", "e"]),
+        ("echo 'x; y' && ls", ["echo", "ls"]),
+        ('echo "$(date; hostname)"', ["echo", "date", "hostname"]),
+        ("FOO=1 BAR=2 timeout 5 python x.py", ["python"]),
+        ("sudo -E nohup ./serve.sh > log 2>&1 &", ["serve.sh"]),
+        ("bash -c 'until curl -s x; do sleep 1; done'", ["bash", "curl", "sleep"]),
+        ("cat <<EOF > f\nsleep 5; tail x\nEOF\nls", ["cat", "ls"]),
+        ("# comment only\nls -la", ["ls"]),
+        ("echo `whoami`", ["echo", "whoami"]),
+        ("docker exec -it ctr nvidia-smi", ["docker", "nvidia-smi"]),
+        ("kubectl exec pod -- tail -f /x.log", ["kubectl", "tail"]),
+        ('for ((i=0;i<3;i++)); do echo $i; done', ["echo"]),
+        ("echo unterminated 'quote", ["echo"]),
+        ("", []),
+    ],
+)
+def test_parse_shell_names(command: str, names: list[str]) -> None:
+    got = [c.name for c in parse_shell(command).commands]
+    assert sorted(got) == sorted(names)
+
+
+def test_background_operator() -> None:
+    cmds = parse_shell("nohup python -m x > log 2>&1 & sleep 1").commands
+    assert cmds[0].background and not cmds[1].background
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=150, deadline=None)
+def test_parse_shell_never_raises(text: str) -> None:
+    parse_shell(text)
+    loop_shape(text)
+    exit_patterns(text)
+
+
+# --- recognising loops -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command,kind",
+    [
+        (SEED, "loop"),
+        ("until curl -sf localhost:30000/health; do sleep 5; done", "loop"),
+        ("while ! grep -q ready /tmp/s.log; do sleep 10; done", "loop"),
+        ("timeout 600 bash -c 'until grep -q \"fired up\" /tmp/x.log; do sleep 10; done'", "loop"),
+        ("watch -n 5 nvidia-smi", "watch"),
+        ("sleep 60 && tail -5 /tmp/server.log", "sleep_check"),
+        ("sleep 30; curl -s localhost:8000/health", "sleep_check"),
+        ("for i in {1..30}; do if curl -s http://x:1/health; then echo OK; break; fi; sleep 10; done", "loop"),
+        ("ssh h 'for i in {1..10}; do sleep 3; tail -2 /x.log; done'", "loop"),
+        ("while true; do nvidia-smi --query-gpu=memory.used --format=csv; sleep 2; done", "loop"),
+    ],
+)
+def test_polling_shapes(command: str, kind: str) -> None:
+    shape = loop_shape(command)
+    assert shape is not None and shape.kind == kind
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sleep 2",
+        "for f in a b c; do cat $f; done",
+        "for f in *.py; do ruff check $f; done",
+        "python -m sglang.launch_server --model-path m",
+        "tail -f /tmp/log",
+        "grep -c sleep script.sh",
+        "while read line; do echo $line; done < file",
+    ],
+)
+def test_not_polling(command: str) -> None:
+    assert loop_shape(command) is None
+
+
+# --- measurements --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command,interval,iters",
+    [
+        (SEED, 25.0, 16),
+        ("for i in {1..30}; do sleep 2; curl -s x/health && break; done", 2.0, 30),
+        ("for i in $(seq 5 10); do sleep 1m; tail -1 l.log; done", 60.0, 6),
+        ("for i in `seq 20`; do sleep 3; ls /tmp/done; done", 3.0, 20),
+        ("i=0; while [ $i -lt 40 ]; do sleep 15; tail -1 x.log; i=$((i+1)); done", 15.0, None),
+        ("n=0; until grep -q ready l.log; do sleep 5; n=$((n+1)); [ $n -ge 24 ] && break; done", 5.0, 24),
+        ("for i in 1 2 3 4; do sleep 10; cat /tmp/s; done", 10.0, 4),
+    ],
+)
+def test_interval_and_iterations(command: str, interval: float, iters: int | None) -> None:
+    loop = run(command)
+    assert loop is not None
+    assert loop.interval_s == interval
+    if iters is not None:
+        assert loop.max_iterations == iters
+        assert loop.max_wait_s == interval * iters
+
+
+def test_seed_patterns_and_target() -> None:
+    loop = run(SEED)
+    assert loop is not None
+    assert loop.success_pattern == "fired up|ready to roll"
+    assert loop.failure_pattern == "Traceback|out of memory|Killed|kill_process_tree"
+    assert loop.target == "/root/dsv4_mtp.log"
+    assert loop.max_wait_s == 400.0
+
+
+def test_seed_aborted_waited_from_output() -> None:
+    out = "[25s] Capturing batches (bs=10) 25%\n[50s] GET /health 200\n\n<shell_metadata>\nUser aborted the command\n</shell_metadata>"
+    loop = run(SEED, out, status="error")
+    assert loop is not None and loop.outcome == "aborted" and loop.waited_s == 50.0
+
+
+def test_seed_ready_and_failed() -> None:
+    ready = run(SEED, "[25s] loading\n[50s] The server is fired up and ready to roll!\nREADY\n")
+    assert ready is not None and ready.outcome == "ready"
+    failed = run(SEED, "[25s] loading\n[50s] torch.OutOfMemoryError: CUDA out of memory\nERR\n")
+    assert failed is not None and failed.outcome == "failed"
+
+
+def test_timeout_when_iterations_run_out() -> None:
+    cmd = "for i in $(seq 1 3); do sleep 5; tail -1 /x.log | grep -q ready && break; done"
+    loop = run(cmd, "still loading\nstill loading\nstill loading\n")
+    assert loop is not None and loop.outcome == "timeout"
+    loop124 = run("timeout 60 bash -c 'until curl -sf x/health; do sleep 5; done'", "", exit_code=124)
+    assert loop124 is not None and loop124.outcome == "timeout" and loop124.max_wait_s == 60.0
+
+
+def test_waited_from_timestamps_and_unknown() -> None:
+    t0 = datetime(2026, 4, 8, 10, 0, tzinfo=UTC)
+    loop = run("until curl -sf localhost:30000/health; do sleep 5; done", "",
+               started_at=t0, ended_at=t0 + timedelta(seconds=95))
+    assert loop is not None and loop.waited_s == 95.0 and loop.outcome == "unknown"
+    assert loop.target == "localhost:30000/health"
+
+
+def test_waited_from_line_count() -> None:
+    cmd = "for i in {1..10}; do sleep 6; tail -1 /srv/app.log; done"
+    loop = run(cmd, "a\nb\nc\n")
+    assert loop is not None and loop.waited_s == 18.0
+
+
+def test_url_and_process_targets() -> None:
+    loop = run("while ! curl -s http://10.0.0.5:8000/v1/models; do sleep 3; done")
+    assert loop is not None and loop.target == "http://10.0.0.5:8000/v1/models"
+    proc = run("while pgrep -f bench_serving; do sleep 30; done")
+    assert proc is not None and proc.target == "bench_serving"
+
+
+@pytest.mark.parametrize("word,expected", [("25", 25.0), ("1.5", 1.5), ("2m", 120.0), ("1h", 3600.0), ("x", None)])
+def test_seconds(word: str, expected: float | None) -> None:
+    assert seconds(word) == expected
+
+
+def test_non_shell_tools_are_ignored() -> None:
+    call = ToolCall(session_id="s", msg_idx=0, call_id="c", tool="Read", command=SEED)
+    ctx = MessageContext(message=Message(session_id="s", msg_idx=0, source_id="0", role="assistant"), calls=[call])
+    assert analyse_polling(ctx) == []

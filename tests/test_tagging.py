@@ -1,0 +1,483 @@
+"""Tagger: positives and hard negatives per tag, structure, markers of every format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analytics.analysis.tagging import RuleError, Tagger
+from analytics.models import Message, MessageContext, ToolCall
+
+SID = "test:s1"
+
+
+@pytest.fixture(scope="module")
+def tagger() -> Tagger:
+    return Tagger()
+
+
+def msg(role: str, text: str = "", idx: int = 0, **kw: object) -> Message:
+    return Message(session_id=SID, msg_idx=idx, source_id=str(idx), role=role, text=text, **kw)  # type: ignore[arg-type]
+
+
+def ctx(role: str, text: str = "", idx: int = 0, calls=(), results=(), **kw: object) -> MessageContext:
+    return MessageContext(message=msg(role, text, idx, **kw), calls=list(calls), results=list(results))
+
+
+def call(command: str | None = None, tool: str = "bash", idx: int = 0, **kw: object) -> ToolCall:
+    return ToolCall(session_id=SID, msg_idx=idx, call_id=f"c{idx}", tool=tool, command=command, **kw)  # type: ignore[arg-type]
+
+
+def tags_of(tagger: Tagger, *contexts: MessageContext) -> set[tuple[int, str]]:
+    return {(t.msg_idx, t.tag) for t in tagger.tag(list(contexts))}
+
+
+def has(tagger: Tagger, c: MessageContext, tag: str) -> bool:
+    return (c.message.msg_idx, tag) in tags_of(tagger, c)
+
+
+CHECKINS = [
+    "ok?", "ready?", "status?", "done?", "is it up?", "any luck?", "well?", "?", "??",
+    "how's it going?", "still running?", "update?", "status", "ok??", "Ready?", "is it up yet?",
+    "so?", "are we good?", "did it work?", "how long?", "any news?", "is the server up?",
+    "  ready?  ", "ok? ", "and now?", "hey, status?", "where are we?", "what's the status?",
+]
+NOT_CHECKINS = [
+    "ok, now run the benchmark at concurrency 16", "yes go ahead", "ok", "okay", "yes",
+    "ok, fine, let's do vite", "ready? if so run the benchmark at bs 16",
+    "can you please replace them with a single link?", "Do we even need that function then?",
+    "is it up? then restart it with --tp 8", "ok now let's try mtp", "go", "continue",
+    "Why is the throughput so low compared to the baseline we measured yesterday?",
+    "please check the status of the server and fix any errors",
+]
+
+
+@pytest.mark.parametrize("text", CHECKINS)
+def test_checkin_positive(tagger: Tagger, text: str) -> None:
+    assert has(tagger, ctx("user", text), "user_checkin")
+
+
+@pytest.mark.parametrize("text", NOT_CHECKINS)
+def test_checkin_negative(tagger: Tagger, text: str) -> None:
+    assert not has(tagger, ctx("user", text), "user_checkin")
+
+
+@pytest.mark.parametrize("role", ["assistant", "tool", "system"])
+def test_checkin_only_for_user(tagger: Tagger, role: str) -> None:
+    assert not has(tagger, ctx(role, "ok?"), "user_checkin")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<ide_selection>The user selected lines 1 to 2 from a.py: ok?</ide_selection>",
+        "<command-name>/status</command-name>\n<command-message>status?</command-message>",
+        "<system-reminder>ready?</system-reminder>",
+        "<ide_opened_file>The user opened the file x.md in the IDE.</ide_opened_file>",
+    ],
+)
+def test_context_wrappers_are_not_checkins(tagger: Tagger, text: str) -> None:
+    assert not has(tagger, ctx("user", text), "user_checkin")
+
+
+def test_checkin_after_ide_context(tagger: Tagger) -> None:
+    text = "<ide_opened_file>The user opened the file a.log in the IDE.</ide_opened_file>\nready?"
+    tags = tagger.tag([ctx("user", text)])
+    checkin = [t for t in tags if t.tag == "user_checkin"]
+    assert checkin and text[checkin[0].start_char : checkin[0].end_char] == "ready?"
+
+
+def test_compaction_and_sidechain_are_not_checkins(tagger: Tagger) -> None:
+    assert not has(tagger, ctx("user", "ok?", is_compaction_summary=True), "user_checkin")
+    assert not has(tagger, ctx("user", "ok?", is_sidechain=True), "user_checkin")
+
+
+DIAGNOSES = [
+    "The root cause is the sparse decode kernel launching only 64 blocks.",
+    "63% of decode time is in _tiled_sparse_decode_kernel.",
+    "It OOMs because the draft and verify CUDA graphs need 20 GB more.",
+    "The issue is that nohup does not detach from the SSH session's process group.",
+    "The sparse MLA kernel is the bottleneck here.",
+    "This happens when temperature is 0.7 with MTP enabled.",
+    "The crash was caused by a stale log from the previous run.",
+    "That's why the server died after the SSH session closed.",
+    "The server crashed because --mem-fraction-static 0.85 leaves no room for the KV pool.",
+    "Turns out the port was still held by the old process.",
+]
+NOT_DIAGNOSES = [
+    "Let me check the logs.",
+    "The log says `RuntimeError: Not enough memory because of fragmentation`.",
+    "I'll use setsid because it's cleaner.",
+    "The issue might be the cache, let me check.",
+    "Is it because of the memory fraction?",
+    "> the root cause is unknown",
+    "Now let me run the benchmark at concurrency 16.",
+    "That's strange. Let me search for it.",
+]
+
+
+@pytest.mark.parametrize("text", DIAGNOSES)
+def test_diagnosis_positive(tagger: Tagger, text: str) -> None:
+    assert has(tagger, ctx("assistant", text), "diagnosis")
+
+
+@pytest.mark.parametrize("text", NOT_DIAGNOSES)
+def test_diagnosis_negative(tagger: Tagger, text: str) -> None:
+    assert not has(tagger, ctx("assistant", text), "diagnosis")
+
+
+def test_diagnosis_not_for_user(tagger: Tagger) -> None:
+    assert not has(tagger, ctx("user", "the root cause is the kernel"), "diagnosis")
+
+
+CLAIMS = [
+    "Yes, it's up! Let me do a proper smoke test.",
+    "The server is ready.",
+    "Deployment is complete.",
+    "All tests pass.",
+    "Fixed! The import path was wrong.",
+    "The server is up and running on port 30000.",
+    "Great! The tests are passing.",
+    "Perfect! The dev server is running on http://localhost:5173/.",
+    "The AudioWorklet migration is complete.",
+    "It works now.",
+]
+NOT_CLAIMS = [
+    "Let me check if it's up.",
+    "Once it's ready I'll run the benchmark.",
+    "The log says `The server is fired up and ready to roll!`",
+    "The server is not ready yet.",
+    "Is the server up?",
+    "I'll wait until the server is ready.",
+    "Let me run the tests to make sure everything still works.",
+    'The last line reads "The server is fired up and ready to roll!"',
+    "The dev server is starting. Let me check its output.",
+]
+
+
+@pytest.mark.parametrize("text", CLAIMS)
+def test_readiness_positive(tagger: Tagger, text: str) -> None:
+    assert has(tagger, ctx("assistant", text), "readiness_claim")
+
+
+@pytest.mark.parametrize("text", NOT_CLAIMS)
+def test_readiness_negative(tagger: Tagger, text: str) -> None:
+    assert not has(tagger, ctx("assistant", text), "readiness_claim")
+
+
+def test_readiness_evidence_offsets(tagger: Tagger) -> None:
+    text = "Yes, it's up! 'The server is fired up and ready to roll!'"
+    tag = next(t for t in tagger.tag([ctx("assistant", text)]) if t.tag == "readiness_claim")
+    assert text[tag.start_char : tag.end_char] == tag.evidence == "it's up"
+    assert tag.source == "rules" and tag.score == 1.0 and tag.tagger_version == tagger.version
+
+
+LAUNCHES = [
+    "python -m sglang.launch_server --model-path /models/q --tp 8 --port 30000",
+    "nohup python3 -m sglang.launch_server --model-path x > /tmp/s.log 2>&1 &",
+    "setsid nohup bash /root/launch_mtp.sh > /root/mtp.log 2>&1 < /dev/null &",
+    "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2",
+    "python -m vllm.entrypoints.openai.api_server --model m",
+    "docker run --gpus all -p 8000:8000 vllm/vllm-openai",
+    "docker compose up -d",
+    "sudo systemctl restart sglang",
+    "tmux new -d -s srv 'sglang serve --model-path m'",
+    "ssh kpro5 'cd /root && nohup python -m sglang.launch_server --model-path m > log 2>&1 &'",
+    "bash launch.sh",
+    "pkill -f sglang; sleep 3; python -m sglang.launch_server --model-path m &",
+]
+NOT_LAUNCHES = [
+    "ps aux | grep sglang.launch_server",
+    "pkill -f launch_server",
+    "cat /root/launch_mtp.sh",
+    "tail -50 /tmp/sglang.log",
+    "grep -n 'vllm serve' README.md",
+    "cat > launch.sh <<'EOF'\npython -m sglang.launch_server --model-path m\nEOF",
+    "pytest -q",
+    "uv run pytest test/test_x.py -v",
+]
+
+
+@pytest.mark.parametrize("command", LAUNCHES)
+def test_launch_positive(tagger: Tagger, command: str) -> None:
+    assert has(tagger, ctx("assistant", calls=[call(command)]), "launch")
+
+
+@pytest.mark.parametrize("command", NOT_LAUNCHES)
+def test_launch_negative(tagger: Tagger, command: str) -> None:
+    assert not has(tagger, ctx("assistant", calls=[call(command)]), "launch")
+
+
+def test_launch_run_in_background(tagger: Tagger) -> None:
+    c = call("pnpm dev", tool="Bash", input=json.dumps({"command": "pnpm dev", "run_in_background": True}))
+    assert has(tagger, ctx("assistant", calls=[c]), "launch")
+    assert not has(tagger, ctx("assistant", calls=[call("pnpm dev", tool="Bash")]), "launch")
+
+
+SMOKES = [
+    """curl -s localhost:30000/v1/chat/completions -H 'Content-Type: application/json' -d '{"model":"m","messages":[{"role":"user","content":"2+2?"}]}'""",
+    "curl http://127.0.0.1:8000/v1/completions -d '{\"prompt\": \"hi\", \"max_tokens\": 8}'",
+    "curl -s localhost:30000/generate -d '{\"text\": \"Hello\", \"sampling_params\": {\"max_new_tokens\": 16}}'",
+    "python -c \"from openai import OpenAI; c=OpenAI(base_url='http://x/v1'); print(c.chat.completions.create(model='m', messages=[]))\"",
+    "ssh kpro5 'curl -s localhost:30000/v1/chat/completions -d @/tmp/req.json'",
+]
+NOT_SMOKES = [
+    "curl -s localhost:30000/health",
+    "curl -sf http://localhost:8000/v1/models",
+    "curl -s localhost:30000/health_generate -o /dev/null -w '%{http_code}'",
+    "grep -n chat/completions server.py",
+    "pytest tests/",
+]
+
+
+@pytest.mark.parametrize("command", SMOKES)
+def test_smoke_positive(tagger: Tagger, command: str) -> None:
+    assert has(tagger, ctx("assistant", calls=[call(command)]), "smoke_test")
+
+
+@pytest.mark.parametrize("command", NOT_SMOKES)
+def test_smoke_negative(tagger: Tagger, command: str) -> None:
+    assert not has(tagger, ctx("assistant", calls=[call(command)]), "smoke_test")
+
+
+BENCHES = [
+    "python -m sglang.bench_serving --backend sglang --num-prompts 64 --max-concurrency 16",
+    "vllm bench serve --model m --num-prompts 100",
+    "python3 -m sglang.bench_one_batch --model-path m --batch-size 1 --input-len 128",
+    "genai-perf profile -m m --concurrency 8",
+    "ab -n 1000 -c 10 http://localhost:8080/",
+    "wrk -t4 -c64 -d30s http://localhost:8080/",
+    "hyperfine 'python a.py'",
+    "pytest tests/ --benchmark-only",
+    "python benchmarks/bench_tagging.py",
+]
+NOT_BENCHES = ["pytest -q", "curl -s localhost:30000/health", "ls benchmarks/", "cat bench_results.txt"]
+
+
+@pytest.mark.parametrize("command", BENCHES)
+def test_benchmark_positive(tagger: Tagger, command: str) -> None:
+    assert has(tagger, ctx("assistant", calls=[call(command)]), "benchmark")
+
+
+@pytest.mark.parametrize("command", NOT_BENCHES)
+def test_benchmark_negative(tagger: Tagger, command: str) -> None:
+    assert not has(tagger, ctx("assistant", calls=[call(command)]), "benchmark")
+
+
+def test_benchmark_result_message(tagger: Tagger) -> None:
+    out = "============ Serving Benchmark Result ============\nSuccessful requests:   64\nOutput token throughput (tok/s):   1234.5\n"
+    bench = call("python -m sglang.bench_serving --num-prompts 64", idx=0, output=out, status="completed", result_msg_idx=1)
+    tags = tags_of(tagger, ctx("assistant", idx=0, calls=[bench]), ctx("tool", out, idx=1, results=[bench]))
+    assert (0, "benchmark") in tags and (1, "benchmark") in tags
+
+
+ERRORS = [
+    "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+    "Segmentation fault (core dumped)",
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+    "error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode",
+    "bash: vllm: command not found",
+    "[2026-04-08 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    "Received sigquit from a child process. It usually means the child failed.",
+]
+NOT_ERRORS = [
+    "INFO:     Application startup complete.",
+    "The server is fired up and ready to roll!",
+    "1 file left unchanged",
+    "All checks passed!",
+    "KV cache pool is full. Retract requests. #retracted_reqs: 1",
+]
+
+
+@pytest.mark.parametrize("output", ERRORS)
+def test_error_positive(tagger: Tagger, output: str) -> None:
+    c = call("python serve.py", output=output, status="completed", result_msg_idx=0)
+    assert has(tagger, ctx("assistant", calls=[c], results=[c]), "error")
+
+
+@pytest.mark.parametrize("output", NOT_ERRORS)
+def test_error_negative(tagger: Tagger, output: str) -> None:
+    c = call("python serve.py", output=output, status="completed", exit_code=0, result_msg_idx=0)
+    assert not has(tagger, ctx("assistant", calls=[c], results=[c]), "error")
+
+
+def test_error_exit_code_and_status(tagger: Tagger) -> None:
+    c = call("make", output="", status="completed", exit_code=2)
+    assert has(tagger, ctx("tool", results=[c]), "error")
+    e = call(None, tool="Edit", output="String to replace not found in file.", status="error")
+    assert has(tagger, ctx("tool", results=[e]), "error")
+
+
+def test_error_message_level(tagger: Tagger) -> None:
+    assert has(tagger, ctx("assistant", error="APIError: overloaded"), "error")
+    assert not has(tagger, ctx("assistant", error="MessageAbortedError: Aborted"), "error")
+
+
+# --- user_abort: the markers of every format --------------------------------
+
+
+def test_abort_opencode_message_error(tagger: Tagger) -> None:
+    assert has(tagger, ctx("assistant", "partial", error="MessageAbortedError: Aborted"), "user_abort")
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["Tool execution aborted", "partial\n\n<shell_metadata>\nUser aborted the command\n</shell_metadata>"],
+)
+def test_abort_opencode_tool(tagger: Tagger, output: str) -> None:
+    c = call("sleep 100", output=output, status="error", result_msg_idx=3, idx=3)
+    tags = tags_of(tagger, ctx("assistant", idx=3, calls=[c], results=[c]))
+    assert (3, "user_abort") in tags and (3, "error") not in tags
+
+
+def test_abort_status_aborted_tags_result_message(tagger: Tagger) -> None:
+    c = call("npm install", idx=1, status="aborted", output="", result_msg_idx=2)
+    tags = tags_of(tagger, ctx("assistant", idx=1, calls=[c]), ctx("tool", idx=2, results=[c]))
+    assert (2, "user_abort") in tags and (1, "user_abort") not in tags
+
+
+@pytest.mark.parametrize(
+    "role,text",
+    [
+        ("user", "[Request interrupted by user]"),
+        ("user", "[Request interrupted by user for tool use]"),
+        ("tool", "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT written to the file)."),
+        ("system", "<turn_aborted>\nThe previous turn was interrupted on purpose.\n</turn_aborted>"),
+        ("user", "The user interrupted the previous turn on purpose. Any running unified exec processes may still be running."),
+    ],
+)
+def test_abort_text_markers(tagger: Tagger, role: str, text: str) -> None:
+    assert has(tagger, ctx(role, text), "user_abort")
+
+
+def test_abort_cc_rejection_result(tagger: Tagger) -> None:
+    c = call("rm -rf build", tool="Bash", status="error", output="The user doesn't want to proceed with this tool use. The tool use was rejected", result_msg_idx=0)
+    assert has(tagger, ctx("tool", results=[c]), "user_abort")
+
+
+@pytest.mark.parametrize("output", ["aborted by user after 77.1s", "aborted"])
+def test_abort_codex_tool_output(tagger: Tagger, output: str) -> None:
+    c = call("sleep 999", tool="exec_command", output=output, status="completed", result_msg_idx=0)
+    assert has(tagger, ctx("tool", results=[c]), "user_abort")
+
+
+def test_abort_codex_turn_aborted_event(tagger: Tagger) -> None:
+    assert has(tagger, ctx("system", "", error="turn_aborted: interrupted"), "user_abort")
+
+
+def test_abort_not_in_assistant_prose(tagger: Tagger) -> None:
+    assert not has(tagger, ctx("assistant", "You pressed ESC: [Request interrupted by user]"), "user_abort")
+
+
+def test_no_abort_on_plain_messages(tagger: Tagger) -> None:
+    assert not has(tagger, ctx("user", "please abort the benchmark"), "user_abort")
+
+
+# --- polling through the Tagger ---------------------------------------------
+
+SEED_LOOP = """for i in $(seq 1 16); do
+  sleep 25
+  r=$(timeout 10 ssh host 'tail -1 /root/dsv4_mtp.log' 2>/dev/null)
+  echo "[$((i*25))s] ${r: -85}"
+  echo "$r" | grep -qiE "fired up|ready to roll" && { echo READY; break; }
+  echo "$r" | grep -qiE "Traceback|out of memory|Killed|kill_process_tree" && { echo ERR; break; }
+done"""
+
+
+def test_polling_seed_loop_and_abort(tagger: Tagger) -> None:
+    c = call(SEED_LOOP, idx=5, status="error", output="[25s] x\n\n<shell_metadata>\nUser aborted the command\n</shell_metadata>", result_msg_idx=5)
+    tags = tags_of(tagger, ctx("assistant", idx=5, calls=[c], results=[c]), ctx("user", "ok?", idx=6))
+    assert {(5, "polling_loop"), (5, "user_abort"), (6, "user_checkin")} <= tags
+    assert (5, "error") not in tags
+
+
+def test_background_rechecks(tagger: Tagger) -> None:
+    def check(i: int) -> MessageContext:
+        c = call(None, tool="BashOutput", idx=i, input=json.dumps({"bash_id": "dce0af"}))
+        return ctx("assistant", idx=i, calls=[c])
+
+    single = tags_of(tagger, check(0))
+    assert (0, "polling_loop") not in single
+    sleep = ctx("assistant", idx=1, calls=[call("sleep 5", idx=1)])
+    both = tags_of(tagger, check(0), sleep, check(2))
+    assert (0, "polling_loop") in both and (2, "polling_loop") in both
+
+
+def test_monitor_tool_is_polling(tagger: Tagger) -> None:
+    c = call(None, tool="Monitor", input=json.dumps({"shell_id": "a1"}))
+    assert has(tagger, ctx("assistant", calls=[c]), "polling_loop")
+
+
+def test_tool_output_is_never_prose(tagger: Tagger) -> None:
+    c = call("cat notes.txt", output="ok?\nThe root cause is the kernel. The server is ready.", status="completed", result_msg_idx=0)
+    tags = tags_of(tagger, ctx("tool", "ok?\nThe root cause is the kernel. The server is ready.", results=[c]))
+    assert not tags & {(0, "user_checkin"), (0, "diagnosis"), (0, "readiness_claim")}
+
+
+def test_long_prose_is_truncated(tagger: Tagger) -> None:
+    text = "x " * 5000 + "The root cause is the kernel."
+    assert not has(tagger, ctx("assistant", text), "diagnosis")
+
+
+def test_version_and_lazy_nlp() -> None:
+    t = Tagger()
+    assert t.version.startswith("rules-") and "+patterns-" in t.version
+    assert t._nlp is None
+    t.tag([ctx("assistant", calls=[call("ls")])])
+    assert t._nlp is None  # no prose, no spaCy pipeline
+    t.tag([ctx("user", "ok?")])
+    assert t._nlp is not None
+    names = t.nlp.pipe_names
+    assert names == ["sentencizer", "tag_patterns", "checkin_gate", "prose_filter"]
+
+
+# --- custom taxonomies ------------------------------------------------------
+
+
+def test_extra_rules(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.jsonl"
+    rules.write_text(
+        "\n".join(
+            [
+                json.dumps({"label": "cost_concern", "pattern": [{"LOWER": "too"}, {"LOWER": "expensive"}], "roles": ["user"]}),
+                json.dumps({"label": "gpu_mention", "pattern": "H100", "roles": ["user", "assistant"]}),
+                json.dumps({"label": "profiling", "regex": r"\bnsys\s+profile\b", "on": "command"}),
+            ]
+        )
+    )
+    t = Tagger(extra_rules=rules)
+    assert t.version != Tagger().version
+    tags = tags_of(
+        t,
+        ctx("user", "this is too expensive", idx=0),
+        ctx("assistant", "We have 8 h100 GPUs.", idx=1),
+        ctx("assistant", idx=2, calls=[call("nsys profile -o out python run.py", idx=2)]),
+    )
+    assert {(0, "cost_concern"), (1, "gpu_mention"), (2, "profiling")} <= tags
+
+
+def test_example_rules_file_loads() -> None:
+    example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_rules.jsonl"
+    t = Tagger(extra_rules=example)
+    assert t.tag([ctx("user", "ok?")])
+
+
+@pytest.mark.parametrize(
+    "line,needle",
+    [
+        ('{"pattern": "x"}', "label"),
+        ('{"label": "a"}', "pattern"),
+        ('{"label": "a", "pattern": "x", "roles": ["human"]}', "roles"),
+        ("not json", "JSON"),
+        ('{"label": "a", "regex": "(", "on": "command"}', "regex"),
+    ],
+)
+def test_bad_rules_name_the_problem(tmp_path: Path, line: str, needle: str) -> None:
+    rules = tmp_path / "bad.jsonl"
+    rules.write_text(line + "\n")
+    with pytest.raises(RuleError, match=needle):
+        Tagger(extra_rules=rules).tag([ctx("user", "hi")])
