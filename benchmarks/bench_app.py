@@ -135,7 +135,7 @@ def pages(per: int) -> list[tuple[str, str, str]]:
     return [
         ("Sessions", "", '[data-testid="stMetricLabel"]:has-text("Premature claims")'),
         ("Session", f"session?session={quote('bench:0007')}&msg={target}",
-         f'text="bench:0007 message {target}:"'),
+         f'text=bench:0007 message {target}:'),
         ("Campaign", f"campaign?campaign={quote('camp-bench:0010')}",
          '[data-testid="stVegaLiteChart"]'),
         ("Readiness", "readiness", 'h2:has-text("Evidence")'),

@@ -389,6 +389,8 @@ def damage(data: bytes, rng: random.Random, kind: str) -> bytes:
         return rng.randbytes(rng.randint(1, 4096))
     if kind == "deep":
         return data + (deep_json(rng.choice([100, 1000, 100_000])) + "\n").encode()
+    if kind == "deep_first":
+        return (deep_json(rng.choice([1000, 100_000])) + "\n").encode() + data
     if kind == "whitespace":
         return b"\n \r\n\t\n" * rng.randint(1, 5)
     if kind == "crlf":
@@ -407,6 +409,7 @@ DAMAGES = (
     "empty",
     "binary",
     "deep",
+    "deep_first",
     "whitespace",
     "crlf",
     "bom",

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import json
 import random
+import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("fuzz_ingest", ROOT / "scripts" / "fuzz_ingest.py")
 assert _spec and _spec.loader
 fuzz = importlib.util.module_from_spec(_spec)
+sys.modules["fuzz_ingest"] = fuzz  # dataclasses look their module up there
 _spec.loader.exec_module(fuzz)
 
 SETTINGS = settings(

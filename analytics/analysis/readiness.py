@@ -284,9 +284,7 @@ def _precedes_claim(frames: SessionFrames, msg_idx: int, claim_pos: int | None, 
     written before the claim's text was seen by the claim."""
     if claim_pos is None:
         return False
-    msgs = frames.messages
-    hit = msgs.loc[msgs["msg_idx"] == msg_idx, "text"] if not msgs.empty else []
-    text = str(hit.iloc[0] or "") if len(hit) else ""
+    text = str(frames.message_value(msg_idx, "text") or "")
     first = what.strip().splitlines()[0][:60] if what.strip() else ""
     pos = text.find(first) if first else -1
     return 0 <= pos < claim_pos

@@ -54,6 +54,16 @@ class SessionFrames:
             return str(self.messages["session_id"].iloc[0])
         return ""
 
+    def message_value(self, msg_idx: int | None, column: str) -> object:
+        """One column of one message (None when absent or null)."""
+        if msg_idx is None or self.messages.empty:
+            return None
+        hit = self.messages.loc[self.messages["msg_idx"] == msg_idx, column]
+        if not len(hit):
+            return None
+        value = hit.iloc[0]
+        return None if pd.isna(value) else value
+
     def source_id(self, msg_idx: int | None) -> str:
         """The native id of a message (what a reader of the transcript sees)."""
         if msg_idx is None:

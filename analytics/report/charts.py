@@ -66,7 +66,7 @@ def metric_chart(
     if not ax.get_title():
         ax.set_title(f"{metric} over the session; numbers mark levers", fontsize=9)
     ax.set_xlabel("message index")
-    ax.set_ylabel(f"{metric} ({campaign.unit})" if campaign.unit else metric)
+    ax.set_ylabel(f"{metric} ({campaign.unit})" if campaign.unit else str(metric))
     ax.set_ylim(bottom=0, top=top * 1.15 if target is None or target > top * 1.5 else None)
     ax.grid(True, linewidth=0.3)
     ax.legend(fontsize=8, loc="lower right")

@@ -75,16 +75,13 @@ class _Session:
         self.times = _time_row(con, session_id)
 
     def ts(self, msg_idx: int | None) -> str:
-        msgs = self.frames.messages
-        hit = msgs.loc[msgs["msg_idx"] == msg_idx, "ts"] if msg_idx is not None else []
-        if len(hit) and pd.notna(hit.iloc[0]):
-            return pd.Timestamp(hit.iloc[0]).strftime("%Y-%m-%d %H:%M:%S")
-        return "–"
+        value = self.frames.message_value(msg_idx, "ts")
+        if value is None:
+            return "–"
+        return pd.Timestamp(value).strftime("%Y-%m-%d %H:%M:%S")
 
     def text(self, msg_idx: int | None) -> str:
-        msgs = self.frames.messages
-        hit = msgs.loc[msgs["msg_idx"] == msg_idx, "text"] if msg_idx is not None else []
-        return str(hit.iloc[0] or "") if len(hit) else ""
+        return str(self.frames.message_value(msg_idx, "text") or "")
 
     def ref(self, msg_idx: int | None) -> str:
         return self.frames.ref(msg_idx)

@@ -15,7 +15,7 @@ from typing import Any
 
 from analytics.analysis.tagging.components import PATTERNS_DIR, RuleError, read_jsonl
 from analytics.analysis.tagging.polling import shell_tool
-from analytics.analysis.tagging.shell import core_words, parse_shell
+from analytics.analysis.tagging.shell import core_words, inner_command, parse_shell
 from analytics.models import Message, ToolCall
 
 MAX_OUTPUT_SCAN = 200_000
@@ -104,6 +104,8 @@ class ToolRules:
             core = core_words(cmd.words)
             if not core or core[0].rsplit("/", 1)[-1] in self.skip:
                 continue
+            if inner_command(cmd.words) is not None:
+                continue  # ssh / bash -c / docker exec: their inner commands are matched instead
             joined = " ".join(core)
             bg = (
                 background_tool

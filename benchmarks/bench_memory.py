@@ -1,0 +1,50 @@
+"""Peak memory of ingesting one very large session (streaming, bounded memory).
+
+    python benchmarks/bench_memory.py [--mb 1024] [--keep]
+
+Writes a seeded Claude-Code-shaped JSONL of about --mb megabytes, ingests it in a fresh
+subprocess and prints wall time, peak RSS, and the goal (peak RSS <= 1.5 GiB for 1 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _corpus import write_corpus  # noqa: E402
+
+BYTES_PER_RECORD = 1750  # measured on the seeded corpus
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=1024)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench_memory_"))
+    src = work / "big.jsonl"
+    n = args.mb * 2**20 // BYTES_PER_RECORD
+    write_corpus(src, n)
+    size = src.stat().st_size / 2**20
+    print(f"corpus: {n} records, {size:.0f} MB")
+    code = f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{work / 'big.duckdb'}')"
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t
+    peak = usage.ru_maxrss / 1024
+    print(f"ingest: {elapsed:.1f} s, exit {status}, peak RSS {peak:.0f} MiB "
+          f"({peak / size:.2f} x file size); goal: <= 1536 MiB for 1 GB")
+    if not args.keep:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
