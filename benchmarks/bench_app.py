@@ -29,15 +29,26 @@ from analytics.store.migrations import migrate
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app" / "streamlit_app.py"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 TEXTS = [
-    "ok?", "ready?", "status?", "Let me check the server log.",
+    "ok?",
+    "ready?",
+    "status?",
+    "Let me check the server log.",
     "[bash] for i in $(seq 1 30); do sleep 10; curl -s localhost:30000/health && break; done",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     "The bottleneck is the sparse decode kernel: 63% of decode time.",
-    "The server is up and ready.", "Decode batch: 24.7 tok/s, accept len 2.1",
+    "The server is up and ready.",
+    "Decode batch: 24.7 tok/s, accept len 2.1",
     "RuntimeError: CUDA error: an illegal memory access was encountered",
 ]
 
@@ -118,8 +129,12 @@ def build_db(path: Path, messages: int, sessions: int) -> float:
     con = duckdb.connect(str(path))
     try:
         migrate(con)
-        params = {"per": messages // sessions, "sessions": sessions, "messages": messages,
-                  "texts": TEXTS}
+        params = {
+            "per": messages // sessions,
+            "sessions": sessions,
+            "messages": messages,
+            "texts": TEXTS,
+        }
         for sql in BUILD_SQL:
             used = {k: v for k, v in params.items() if f"${k}" in sql}
             con.execute(sql, used)
@@ -134,13 +149,19 @@ def pages(per: int) -> list[tuple[str, str, str]]:
     target = per // 2
     return [
         ("Sessions", "", '[data-testid="stMetricLabel"]:has-text("Premature claims")'),
-        ("Session", f"session?session={quote('bench:0007')}&msg={target}",
-         f'text=bench:0007 message {target}:'),
-        ("Campaign", f"campaign?campaign={quote('camp-bench:0010')}",
-         '[data-testid="stVegaLiteChart"]'),
-        ("Readiness", "readiness", 'h2:has-text("Evidence")'),
-        ("Polling & aborts", "polling", 'h2:has-text("Check-in latency")'),
-        ("Search", "search?q=" + quote("illegal memory"), 'text=/hits \\(/'),
+        (
+            "Session",
+            f"session?session={quote('bench:0007')}&msg={target}",
+            f"text=bench:0007 message {target}:",
+        ),
+        (
+            "Campaign",
+            f"campaign?campaign={quote('camp-bench:0010')}",
+            '[data-testid="stVegaLiteChart"]',
+        ),
+        ("Readiness", "readiness", 'h3:has-text("Evidence")'),
+        ("Polling & aborts", "polling", 'h3:has-text("Check-in latency")'),
+        ("Search", "search?q=" + quote("illegal memory"), "text=/hits \\(/"),
         ("SQL", "sql?sql=" + quote("SELECT count(*) AS n FROM messages"), "text=/1 rows/"),
         ("Annotate", "annotate", 'h3:has-text("Between annotators")'),
     ]
@@ -154,10 +175,22 @@ def free_port() -> int:
 
 def start_app(db: Path, port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(APP),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+        ],
         env=os.environ | {"TRANSCRIPTS_DB": str(db)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     for _ in range(300):
         try:
@@ -208,19 +241,22 @@ def main() -> None:
     db = args.db or Path(tmp.name) / "bench.duckdb"
     built = build_db(db, args.messages, args.sessions)
     con = duckdb.connect(str(db), read_only=True)
-    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
-              for t in ("sessions", "messages", "tags", "tool_calls", "polling_loops")}
+    counts = {
+        t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+        for t in ("sessions", "messages", "tags", "tool_calls", "polling_loops")
+    }
     con.close()
-    print(f"database: {db} ({db.stat().st_size / 1e6:.1f} MB) built in {built:.1f} s; "
-          + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+    print(
+        f"database: {db} ({db.stat().st_size / 1e6:.1f} MB) built in {built:.1f} s; "
+        + ", ".join(f"{k} {v:,}" for k, v in counts.items())
+    )
 
     port = free_port()
     app = start_app(db, port)
     try:
         if args.screenshots:
             args.screenshots.mkdir(parents=True, exist_ok=True)
-        rows = measure(f"http://127.0.0.1:{port}", args.messages // args.sessions,
-                       args.screenshots)
+        rows = measure(f"http://127.0.0.1:{port}", args.messages // args.sessions, args.screenshots)
     finally:
         app.terminate()
         app.wait(timeout=20)

@@ -35,24 +35,78 @@ POLL_CMD = (
 
 # (session, source_id, role, seconds after T0, text)
 MESSAGES: list[tuple[str, str, str, int, str]] = [
-    (S_OC, "12470", "user", 0, "Get DeepSeek-V4-Flash to ~1000 tok/s decode on the 8x RTX PRO 6000 box."),
-    (S_OC, "12471", "assistant", 30, "Baseline measured: 10.2 tok/s at bs=1, 25 tok/s at concurrency 16."),
+    (
+        S_OC,
+        "12470",
+        "user",
+        0,
+        "Get DeepSeek-V4-Flash to ~1000 tok/s decode on the 8x RTX PRO 6000 box.",
+    ),
+    (
+        S_OC,
+        "12471",
+        "assistant",
+        30,
+        "Baseline measured: 10.2 tok/s at bs=1, 25 tok/s at concurrency 16.",
+    ),
     (S_OC, "12472", "assistant", 60, "[bash] python tune_fp8_gemm.py --all-gpus"),
     (S_OC, "12473", "assistant", 1700, "FP8 autotune done: 26.6 tok/s at c16 (+6%)."),
     (S_OC, "12474", "assistant", 1800, "NCCL LL+Ring tuning: 26.5 tok/s, no effect."),
-    (S_OC, "12475", "assistant", 1900, "The bottleneck is _tiled_sparse_decode_kernel: 63% of decode time, only 64 blocks on 170 SMs."),
-    (S_OC, "12476", "assistant", 2000, "[bash] sglang.launch_server --speculative-algorithm NEXTN --mem-fraction-static 0.70"),
-    (S_OC, "12477", "tool", 2100, "torch.OutOfMemoryError: CUDA out of memory during cuda graph capture"),
+    (
+        S_OC,
+        "12475",
+        "assistant",
+        1900,
+        "The bottleneck is _tiled_sparse_decode_kernel: 63% of decode time, only 64 blocks on 170 SMs.",
+    ),
+    (
+        S_OC,
+        "12476",
+        "assistant",
+        2000,
+        "[bash] sglang.launch_server --speculative-algorithm NEXTN --mem-fraction-static 0.70",
+    ),
+    (
+        S_OC,
+        "12477",
+        "tool",
+        2100,
+        "torch.OutOfMemoryError: CUDA out of memory during cuda graph capture",
+    ),
     (S_OC, "12478", "assistant", 2200, "[bash] " + POLL_CMD),
     (S_OC, "12479", "user", 2420, "ok?"),
     (S_OC, "12480", "assistant", 2440, "The MTP server is up and ready to serve."),
-    (S_OC, "12481", "tool", 2500, "Traceback: RuntimeError: CUDA error: an illegal memory access was encountered"),
+    (
+        S_OC,
+        "12481",
+        "tool",
+        2500,
+        "Traceback: RuntimeError: CUDA error: an illegal memory access was encountered",
+    ),
     (S_OC, "12482", "assistant", 2600, "MTP run: 31.0 tok/s at c16."),
     (S_CC, "a1", "user", 10000, "Move Qwen3.6-27B to kpro5 with MTP enabled."),
-    (S_CC, "a2", "assistant", 10060, "[bash] setsid python -m sglang.launch_server --model Qwen3.6-27B --port 30000 &"),
-    (S_CC, "a3", "assistant", 10120, "[bash] until curl -s localhost:30000/health; do sleep 5; done"),
+    (
+        S_CC,
+        "a2",
+        "assistant",
+        10060,
+        "[bash] setsid python -m sglang.launch_server --model Qwen3.6-27B --port 30000 &",
+    ),
+    (
+        S_CC,
+        "a3",
+        "assistant",
+        10120,
+        "[bash] until curl -s localhost:30000/health; do sleep 5; done",
+    ),
     (S_CC, "a4", "user", 10400, "ready?"),
-    (S_CC, "a5", "assistant", 10420, "[bash] curl localhost:30000/v1/completions -d '{\"prompt\": \"2+2=\"}'"),
+    (
+        S_CC,
+        "a5",
+        "assistant",
+        10420,
+        '[bash] curl localhost:30000/v1/completions -d \'{"prompt": "2+2="}\'',
+    ),
     (S_CC, "a6", "tool", 10425, '{"choices": [{"text": "4"}]}'),
     (S_CC, "a7", "assistant", 10430, "Server is ready: the smoke test returned the right answer."),
     (S_CX, "L3", "user", 20000, "Summarise this page for me."),
@@ -87,17 +141,51 @@ def _idx(session: str, source_id: str) -> int:
 
 def _insert_sessions(con: duckdb.DuckDBPyConnection) -> None:
     meta = [
-        (S_OC, "opencode", "ses_dsv4", "/data/dsv4.json", "DeepSeek V4 decode campaign", "opencode 1.14.46", "claude-opus-4"),
-        (S_CC, "claude_code", "9f1c-qwen", "/data/9f1c.jsonl", "Qwen3.6 on kpro5", "claude-code 2.0.42", "claude-sonnet-4"),
-        (S_CX, "codex", "0199-xss", "/data/rollout.jsonl", "Page summary", "codex_cli_rs 0.144.1", "gpt-5"),
+        (
+            S_OC,
+            "opencode",
+            "ses_dsv4",
+            "/data/dsv4.json",
+            "DeepSeek V4 decode campaign",
+            "opencode 1.14.46",
+            "claude-opus-4",
+        ),
+        (
+            S_CC,
+            "claude_code",
+            "9f1c-qwen",
+            "/data/9f1c.jsonl",
+            "Qwen3.6 on kpro5",
+            "claude-code 2.0.42",
+            "claude-sonnet-4",
+        ),
+        (
+            S_CX,
+            "codex",
+            "0199-xss",
+            "/data/rollout.jsonl",
+            "Page summary",
+            "codex_cli_rs 0.144.1",
+            "gpt-5",
+        ),
     ]
     for sid, fmt, native, path, title, agent, model in meta:
         rows = [m for m in MESSAGES if m[0] == sid]
         con.execute(
             "INSERT INTO sessions (session_id, source_format, native_id, source_path, title, agent,"
             " model, started_at, ended_at, n_messages) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            [sid, fmt, native, path, title, agent, model, T0 + timedelta(seconds=rows[0][3]),
-             T0 + timedelta(seconds=rows[-1][3]), len(rows)],
+            [
+                sid,
+                fmt,
+                native,
+                path,
+                title,
+                agent,
+                model,
+                T0 + timedelta(seconds=rows[0][3]),
+                T0 + timedelta(seconds=rows[-1][3]),
+                len(rows),
+            ],
         )
 
 
@@ -106,8 +194,16 @@ def _insert_messages(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(
             "INSERT INTO messages (session_id, msg_idx, source_id, role, ts, text, n_chars,"
             " is_sidechain, is_compaction_summary, error) VALUES (?,?,?,?,?,?,?,false,false,?)",
-            [sid, _idx(sid, source_id), source_id, role, T0 + timedelta(seconds=secs), text,
-             len(text), "aborted" if text == "ok?" else None],
+            [
+                sid,
+                _idx(sid, source_id),
+                source_id,
+                role,
+                T0 + timedelta(seconds=secs),
+                text,
+                len(text),
+                "aborted" if text == "ok?" else None,
+            ],
         )
     for sid, source_id, tag, evidence in TAGS:
         con.execute(
@@ -118,35 +214,154 @@ def _insert_messages(con: duckdb.DuckDBPyConnection) -> None:
 
 def _insert_tools(con: duckdb.DuckDBPyConnection) -> None:
     calls = [
-        (S_OC, "12472", "c1", "bash", "python tune_fp8_gemm.py --all-gpus", "5 configs tuned", "completed", 0, 1620.0, "12473"),
-        (S_OC, "12476", "c2", "bash", "sglang.launch_server --speculative-algorithm NEXTN", "OOM", "error", 1, 100.0, "12477"),
-        (S_OC, "12478", "c3", "bash", POLL_CMD, "[25s] Capture cuda graph bs 10 (25%)\n[50s] health ok", "aborted", None, 220.0, None),
-        (S_CC, "a2", "c4", "Bash", "setsid python -m sglang.launch_server --model Qwen3.6-27B", "", "completed", 0, 1.0, None),
-        (S_CC, "a3", "c5", "Bash", "until curl -s localhost:30000/health; do sleep 5; done", "ok", "completed", 0, 280.0, None),
-        (S_CC, "a5", "c6", "Bash", "curl localhost:30000/v1/completions", '{"text": "4"}', "completed", 0, 5.0, "a6"),
-        (S_CX, "L4", "c7", "shell", "curl http://example.com", "<html><script>x()</script></html>", "aborted", None, 10.0, None),
+        (
+            S_OC,
+            "12472",
+            "c1",
+            "bash",
+            "python tune_fp8_gemm.py --all-gpus",
+            "5 configs tuned",
+            "completed",
+            0,
+            1620.0,
+            "12473",
+        ),
+        (
+            S_OC,
+            "12476",
+            "c2",
+            "bash",
+            "sglang.launch_server --speculative-algorithm NEXTN",
+            "OOM",
+            "error",
+            1,
+            100.0,
+            "12477",
+        ),
+        (
+            S_OC,
+            "12478",
+            "c3",
+            "bash",
+            POLL_CMD,
+            "[25s] Capture cuda graph bs 10 (25%)\n[50s] health ok",
+            "aborted",
+            None,
+            220.0,
+            None,
+        ),
+        (
+            S_CC,
+            "a2",
+            "c4",
+            "Bash",
+            "setsid python -m sglang.launch_server --model Qwen3.6-27B",
+            "",
+            "completed",
+            0,
+            1.0,
+            None,
+        ),
+        (
+            S_CC,
+            "a3",
+            "c5",
+            "Bash",
+            "until curl -s localhost:30000/health; do sleep 5; done",
+            "ok",
+            "completed",
+            0,
+            280.0,
+            None,
+        ),
+        (
+            S_CC,
+            "a5",
+            "c6",
+            "Bash",
+            "curl localhost:30000/v1/completions",
+            '{"text": "4"}',
+            "completed",
+            0,
+            5.0,
+            "a6",
+        ),
+        (
+            S_CX,
+            "L4",
+            "c7",
+            "shell",
+            "curl http://example.com",
+            "<html><script>x()</script></html>",
+            "aborted",
+            None,
+            10.0,
+            None,
+        ),
     ]
     for sid, src, call_id, tool, cmd, out, status, code, dur, result_src in calls:
         start = T0 + timedelta(seconds=next(m[3] for m in MESSAGES if m[1] == src))
         con.execute(
             "INSERT INTO tool_calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [sid, _idx(sid, src), call_id, tool, cmd, json.dumps({"command": cmd}), out, status,
-             code, start, start + timedelta(seconds=dur), dur,
-             _idx(sid, result_src) if result_src else None],
+            [
+                sid,
+                _idx(sid, src),
+                call_id,
+                tool,
+                cmd,
+                json.dumps({"command": cmd}),
+                out,
+                status,
+                code,
+                start,
+                start + timedelta(seconds=dur),
+                dur,
+                _idx(sid, result_src) if result_src else None,
+            ],
         )
     con.execute(
         "INSERT INTO polling_loops VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        [S_OC, _idx(S_OC, "12478"), "c3", 25.0, 16, 400.0, "/root/dsv4_mtp.log", "fired up|ready to roll",
-         "Traceback|out of memory", "aborted", 220.0],
+        [
+            S_OC,
+            _idx(S_OC, "12478"),
+            "c3",
+            25.0,
+            16,
+            400.0,
+            "/root/dsv4_mtp.log",
+            "fired up|ready to roll",
+            "Traceback|out of memory",
+            "aborted",
+            220.0,
+        ],
     )
     con.execute(
         "INSERT INTO polling_loops VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        [S_CC, _idx(S_CC, "a3"), "c5", 5.0, None, None, "localhost:30000/health", "", None, "ready", 280.0],
+        [
+            S_CC,
+            _idx(S_CC, "a3"),
+            "c5",
+            5.0,
+            None,
+            None,
+            "localhost:30000/health",
+            "",
+            None,
+            "ready",
+            280.0,
+        ],
     )
-    for sid, src, call_id, flags, changed in [
-        (S_OC, "12476", "c2", {"mem-fraction-static": "0.70", "speculative-algorithm": "NEXTN"}, {}),
+    launches: list[tuple[str, str, str, dict[str, str], dict[str, str]]] = [
+        (
+            S_OC,
+            "12476",
+            "c2",
+            {"mem-fraction-static": "0.70", "speculative-algorithm": "NEXTN"},
+            {},
+        ),
         (S_CC, "a2", "c4", {"port": "30000"}, {}),
-    ]:
+    ]
+    for sid, src, call_id, flags, changed in launches:
         con.execute(
             "INSERT INTO launches (session_id, msg_idx, call_id, engine, model, host, flags, changed_flags)"
             " VALUES (?,?,?,'sglang','m','localhost',?,?)",
@@ -178,22 +393,47 @@ def _insert_campaign(con: duckdb.DuckDBPyConnection) -> None:
     for seq, name, a, b, before, after, outcome in levers:
         con.execute(
             "INSERT INTO levers VALUES ('dsv4-decode',?,?,?,?,?,?,'decode_tok_s',?,?,?,?,?)",
-            [S_OC, seq, name, f"lever {name}", _idx(S_OC, a), _idx(S_OC, b), before, after,
-             round((after - before) / before * 100, 1), outcome, _idx(S_OC, b)],
+            [
+                S_OC,
+                seq,
+                name,
+                f"lever {name}",
+                _idx(S_OC, a),
+                _idx(S_OC, b),
+                before,
+                after,
+                round((after - before) / before * 100, 1),
+                outcome,
+                _idx(S_OC, b),
+            ],
         )
 
 
 def _insert_claims_and_annotations(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "INSERT INTO readiness_claims VALUES (?,?,?,?,?,?,?,?)",
-        [S_OC, _idx(S_OC, "12480"), "The MTP server is up and ready to serve.", "MTP server",
-         "premature", "a crash follows before any successful request",
-         json.dumps([_idx(S_OC, "12481")]), _idx(S_OC, "12481")],
+        [
+            S_OC,
+            _idx(S_OC, "12480"),
+            "The MTP server is up and ready to serve.",
+            "MTP server",
+            "premature",
+            "a crash follows before any successful request",
+            json.dumps([_idx(S_OC, "12481")]),
+            _idx(S_OC, "12481"),
+        ],
     )
     con.execute(
         "INSERT INTO readiness_claims VALUES (?,?,?,?,?,?,?,NULL)",
-        [S_CC, _idx(S_CC, "a7"), "Server is ready", "sglang server", "supported",
-         "smoke test returned a correct completion", json.dumps([_idx(S_CC, "a5"), _idx(S_CC, "a6")])],
+        [
+            S_CC,
+            _idx(S_CC, "a7"),
+            "Server is ready",
+            "sglang server",
+            "supported",
+            "smoke test returned a correct completion",
+            json.dumps([_idx(S_CC, "a5"), _idx(S_CC, "a6")]),
+        ],
     )
     labels = [
         ("alice", S_OC, "12479", "user_checkin", True),

@@ -179,11 +179,21 @@ def test_campaign_chart_and_levers(use_db: Path) -> None:
 
 def test_campaign_chart_layers() -> None:
     con = duckdb.connect()
-    series = pd.DataFrame({"msg_idx": [1, 3], "value": [25.0, 26.6], "unit": "tok/s",
-                           "label": ["a", "b"]})
-    levers = pd.DataFrame({"seq": [1], "name": ["fp8"], "outcome": ["improved"],
-                           "value_before": [25.0], "value_after": [26.6], "delta_pct": [6.4],
-                           "start_msg_idx": [2], "end_msg_idx": [3]})
+    series = pd.DataFrame(
+        {"msg_idx": [1, 3], "value": [25.0, 26.6], "unit": "tok/s", "label": ["a", "b"]}
+    )
+    levers = pd.DataFrame(
+        {
+            "seq": [1],
+            "name": ["fp8"],
+            "outcome": ["improved"],
+            "value_before": [25.0],
+            "value_after": [26.6],
+            "delta_pct": [6.4],
+            "start_msg_idx": [2],
+            "end_msg_idx": [3],
+        }
+    )
     spec = explore.campaign_chart(series, levers, 1000.0, "decode_tok_s").to_dict()
     marks = [layer["mark"]["type"] for layer in spec["layer"]]
     assert marks == ["line", "rule", "point", "rule"]
@@ -290,10 +300,15 @@ def test_annotate_requires_annotator(use_db: Path) -> None:
 def locked_db(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     db = build_app_db(tmp_path / "locked.duckdb")
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True);"
-         " time.sleep(120)", str(db)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True);"
+            " time.sleep(120)",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     yield db, holder
@@ -348,8 +363,15 @@ def test_search_fallback_and_scope(app_db: Path) -> None:
     try:
         hits = explore.search_messages(con, "ready", session_id=S_CC)
         assert set(hits["session_id"]) == {S_CC}
-        assert list(hits.columns) == ["session_id", "msg_idx", "source_id", "role", "kind",
-                                      "snippet", "score"]
+        assert list(hits.columns) == [
+            "session_id",
+            "msg_idx",
+            "source_id",
+            "role",
+            "kind",
+            "snippet",
+            "score",
+        ]
         assert explore.search_messages(con, "   ").empty
     finally:
         con.close()
@@ -367,12 +389,16 @@ def test_cohen_kappa_known_values() -> None:
 
 
 def test_precision_recall_and_annotator_agreement() -> None:
-    labels = pd.DataFrame({
-        "session_id": ["s"] * 6, "msg_idx": [1, 2, 3, 1, 2, 3], "tag": ["t"] * 6,
-        "annotator": ["a", "a", "a", "b", "b", "b"],
-        "value": [True, True, False, True, False, False],
-        "auto": [True, False, True, True, False, True],
-    })
+    labels = pd.DataFrame(
+        {
+            "session_id": ["s"] * 6,
+            "msg_idx": [1, 2, 3, 1, 2, 3],
+            "tag": ["t"] * 6,
+            "annotator": ["a", "a", "a", "b", "b", "b"],
+            "value": [True, True, False, True, False, False],
+            "auto": [True, False, True, True, False, True],
+        }
+    )
     pr = tag_precision_recall(labels).set_index("tag").loc["t"]
     assert (pr["tp"], pr["fp"], pr["fn"]) == (2, 2, 1)
     assert pr["precision"] == 0.5 and pr["recall"] == pytest.approx(2 / 3)

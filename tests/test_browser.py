@@ -16,8 +16,15 @@ import pytest
 from conftest_app import S_CX, XSS_TEXT, build_app_db
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 APP = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
 
 pytestmark = [
@@ -63,10 +70,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     db = build_app_db(tmp_path_factory.mktemp("browser") / "fixture.duckdb")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(APP),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+        ],
         env=os.environ | {"TRANSCRIPTS_DB": str(db)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -98,7 +117,11 @@ def page(server: str) -> Iterator[object]:
 
 @pytest.mark.parametrize(("path", "heading", "content"), PAGES, ids=[p[1] for p in PAGES])
 def test_page_shows_its_content(
-    page: object, server: str, path: str, heading: str, content: str,
+    page: object,
+    server: str,
+    path: str,
+    heading: str,
+    content: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     from playwright.sync_api import Page, expect
@@ -137,6 +160,7 @@ def test_table_link_opens_session_page(page: object, server: str) -> None:
     expect(page.locator("h1", has_text="Readiness claims")).to_be_visible(timeout=30_000)
     page.get_by_text("Open the claim in its session").first.click()
     expect(page.locator("h1", has_text="Session").first).to_be_visible(timeout=30_000)
-    expect(page.get_by_text("Server is ready: the smoke test returned the right answer.")
-           ).to_be_visible(timeout=30_000)
+    expect(
+        page.get_by_text("Server is ready: the smoke test returned the right answer.")
+    ).to_be_visible(timeout=30_000)
     assert "session=claude_code" in page.url

@@ -23,6 +23,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from analytics.analysis.degenerate import is_degenerate
@@ -109,26 +110,6 @@ def generation_text(output: str) -> str:
 # --------------------------------------------------------------------------- checks
 
 
-def _outputs(frames: SessionFrames, msg_idx: int) -> list[tuple[int, str, str]]:
-    """(result msg, command, output) of the calls made or answered at ``msg_idx``."""
-    tc = frames.tool_calls
-    if tc.empty:
-        return []
-    rows = tc[(tc["msg_idx"] == msg_idx) | (tc["result_msg_idx"] == msg_idx)]
-    out = []
-    for r in rows.itertuples(index=False):
-        at = int(r.result_msg_idx) if pd.notna(r.result_msg_idx) else int(r.msg_idx)
-        out.append((at, str(r.command or r.input or ""), str(r.output or "")))
-    return out
-
-
-def _tagged(frames: SessionFrames, tag: str) -> set[int]:
-    tags = frames.tags
-    if tags.empty:
-        return set()
-    return {int(i) for i in tags.loc[tags["tag"] == tag, "msg_idx"]}
-
-
 def _short(text: str, n: int = 70) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -162,97 +143,190 @@ def judge_check(command: str, output: str, kind: str) -> tuple[bool | None, str]
     return True, f"sane generation: {_short(text, 60)!r}"
 
 
-def _checks(frames: SessionFrames, lo: int, hi: int) -> list[tuple[Signal, str]]:
-    """Functional checks (smoke tests, benchmarks, test runs) made in [lo, hi), with
-    the command that made them."""
-    cfg = config().text
-    smoke, bench = _tagged(frames, "smoke_test"), _tagged(frames, "benchmark")
-    tc = frames.tool_calls
-    signals: list[tuple[Signal, str]] = []
-    if tc.empty:
-        return signals
-    calls = tc[(tc["msg_idx"] >= lo) & (tc["msg_idx"] < hi)]
-    for r in calls.itertuples(index=False):
-        msg, command, output = int(r.msg_idx), str(r.command or ""), str(r.output or "")
-        at = int(r.result_msg_idx) if pd.notna(r.result_msg_idx) else msg
-        only = int((tc["msg_idx"] == msg).sum()) == 1
-        if cfg["test_command"].search(command):
-            kind = "tests"
-        elif (msg in bench or at in bench) and (only or cfg["benchmark_done"].search(output)):
-            kind = "benchmark"
-        elif _SMOKE_COMMAND.search(command) or ((msg in smoke or at in smoke) and only):
-            kind = "smoke test"
-        else:
-            continue
-        if r.status == "aborted":
-            continue
-        passed, why = judge_check(command, output, kind)
-        signals.append((Signal(at, "check", f"{kind}: {why}", passed), command))
-    return sorted(signals, key=lambda s: s[0].msg_idx)
+# Text signals looked for in tool output when the tooling analyser left no server_events.
+_TEXT_SIGNALS = (
+    ("ready", "ready"),
+    ("cuda_graph_end", "graph_end"),
+    ("cuda_graph_begin", "graph_begin"),
+    ("uvicorn_running", "liveness"),
+    ("health_ok", "liveness"),
+    ("process_alive", "liveness"),
+    ("failure", "failure"),
+)
+_SERVER_KINDS = ("ready", "graph_end", "graph_begin", "failure", "liveness")
 
 
-def _server_signals(frames: SessionFrames, lo: int, hi: int) -> list[Signal]:
-    """Liveness, ready and failure signals from server_events (or tool output text)."""
-    cfg = config()
-    signals: list[Signal] = []
-    se = frames.server_events
-    if not se.empty:
-        rows = se[(se["msg_idx"] >= lo) & (se["msg_idx"] < hi)]
-        for r in rows.itertuples(index=False):
-            kind = next(
-                (
-                    k
-                    for k in ("ready", "graph_end", "graph_begin", "failure", "liveness")
-                    if r.event in cfg.events[k]
-                ),
-                None,
-            )
-            if kind:
-                detail = (
-                    f": {_short(str(r.detail))}" if isinstance(r.detail, str) and r.detail else ""
-                )
-                signals.append(Signal(int(r.msg_idx), kind, f"{r.event}{detail}"))
-        return signals
-    for at, _command, output in _call_outputs(frames, lo, hi):
-        for key, kind in (
-            ("ready", "ready"),
-            ("cuda_graph_end", "graph_end"),
-            ("cuda_graph_begin", "graph_begin"),
-            ("uvicorn_running", "liveness"),
-            ("health_ok", "liveness"),
-            ("process_alive", "liveness"),
-            ("failure", "failure"),
-        ):
-            m = cfg.text[key].search(output)
-            if m:
-                signals.append(Signal(at, kind, _short(m.group(0))))
-    return signals
+@dataclass(frozen=True)
+class _Call:
+    msg: int  # the message that made the call
+    at: int  # the message that carries its result
+    call_id: str
+    command: str
+    status: object
+    only: bool  # the only call its message makes
 
 
-def _call_outputs(frames: SessionFrames, lo: int, hi: int) -> list[tuple[int, str, str]]:
-    tc = frames.tool_calls
-    if tc.empty:
-        return []
-    rows = tc[(tc["msg_idx"] >= lo) & (tc["msg_idx"] < hi)]
-    return [
-        (
-            int(r.result_msg_idx) if pd.notna(r.result_msg_idx) else int(r.msg_idx),
-            str(r.command or ""),
-            str(r.output or ""),
+def _sorted_idx(values: Any) -> np.ndarray:
+    return np.array(sorted({int(v) for v in values}), dtype=np.int64)
+
+
+class _Evidence:
+    """What the verdicts weigh, read once per session: tool calls (with their output
+    only where a verdict reads it), server signals, and the tags that classify calls.
+    Windows of messages are slices of sorted ``msg_idx`` arrays."""
+
+    def __init__(self, frames: SessionFrames, claims: list[int]) -> None:
+        self.frames = frames
+        tags = frames.select(
+            "tags", ["msg_idx", "tag"], {"tag": ["smoke_test", "benchmark", "launch"]}
         )
-        for r in rows.itertuples(index=False)
-    ]
+        by_tag: dict[str, set[int]] = {t: set() for t in ("smoke_test", "benchmark", "launch")}
+        for i, t in zip(tags["msg_idx"], tags["tag"], strict=True):
+            by_tag[str(t)].add(int(i))
+        self.smoke, self.bench = by_tag["smoke_test"], by_tag["benchmark"]
+        launched = frames.select("launches", ["msg_idx"])["msg_idx"]
+        self.launch_idx = _sorted_idx([*launched, *by_tag["launch"]])
+        self._server(frames)
+        self._calls(frames, np.array(claims, dtype=np.int64))
+
+    # -- loading -------------------------------------------------------------
+
+    def _server(self, frames: SessionFrames) -> None:
+        se = frames.select("server_events", ["msg_idx", "event", "detail"])
+        self.from_events = not se.empty
+        events = config().events
+        self.server: list[Signal] = []
+        for msg, event, detail in zip(se["msg_idx"], se["event"], se["detail"], strict=True):
+            kind = next((k for k in _SERVER_KINDS if event in events[k]), None)
+            if kind:
+                text = f": {_short(detail)}" if isinstance(detail, str) and detail else ""
+                self.server.append(Signal(int(msg), kind, f"{event}{text}"))
+        self.server_msg = np.array([s.msg_idx for s in self.server], dtype=np.int64)
+
+    def _calls(self, frames: SessionFrames, claims: np.ndarray) -> None:
+        tc = frames.select(
+            "tool_calls", ["msg_idx", "call_id", "result_msg_idx", "command", "status"]
+        )
+        msgs = [int(m) for m in tc["msg_idx"]]
+        counts: dict[int, int] = {}
+        for m in msgs:
+            counts[m] = counts.get(m, 0) + 1
+        self.calls = [
+            _Call(
+                msg=m,
+                at=int(r) if pd.notna(r) else m,
+                call_id=str(cid),
+                command=str(cmd or ""),
+                status=status,
+                only=counts[m] == 1,
+            )
+            for m, cid, r, cmd, status in zip(
+                msgs, tc["call_id"], tc["result_msg_idx"], tc["command"], tc["status"], strict=True
+            )
+        ]
+        self.call_msg = np.array(msgs, dtype=np.int64)
+        self._checks: dict[int, tuple[Signal, str] | None] = {}
+        self._text: dict[int, list[Signal]] = {}
+        self.outputs = self._read_outputs(frames, claims)
+
+    def _read_outputs(self, frames: SessionFrames, claims: np.ndarray) -> dict[tuple[int, str], str]:
+        """Output of the calls a verdict can read: those near a claim that may be a
+        check (or all near ones when server signals come from the output text)."""
+        if not len(self.calls) or not len(claims):
+            return {}
+        nearest = np.searchsorted(claims, self.call_msg - LOOKAHEAD, side="left")
+        near = (nearest < len(claims)) & (
+            claims[np.minimum(nearest, len(claims) - 1)] <= self.call_msg + LOOKBACK
+        )
+        wanted = {
+            (c.msg, c.call_id)
+            for c, n in zip(self.calls, near, strict=True)
+            if n and (not self.from_events or self._kind(c, None) is not None)
+        }
+        if not wanted:
+            return {}
+        rows = frames.select(
+            "tool_calls", ["msg_idx", "call_id", "output"], {"msg_idx": sorted({m for m, _ in wanted})}
+        )
+        return {
+            (int(m), str(c)): str(o or "")
+            for m, c, o in zip(rows["msg_idx"], rows["call_id"], rows["output"], strict=True)
+            if (int(m), str(c)) in wanted
+        }
+
+    # -- signals -------------------------------------------------------------
+
+    def _kind(self, call: _Call, output: str | None) -> str | None:
+        """What check a call is; with ``output`` None, whether it may be one at all."""
+        cfg = config().text
+        if cfg["test_command"].search(call.command):
+            return "tests"
+        if (call.msg in self.bench or call.at in self.bench) and (
+            call.only or output is None or cfg["benchmark_done"].search(output)
+        ):
+            return "benchmark"
+        if _SMOKE_COMMAND.search(call.command) or (
+            (call.msg in self.smoke or call.at in self.smoke) and call.only
+        ):
+            return "smoke test"
+        return None
+
+    def output(self, call: _Call) -> str:
+        return self.outputs.get((call.msg, call.call_id), "")
+
+    def check(self, n: int) -> tuple[Signal, str] | None:
+        """The check made by call ``n`` with its command, or None when it is none."""
+        if n not in self._checks:
+            call = self.calls[n]
+            output = self.output(call)
+            kind = self._kind(call, output)
+            found = None
+            if kind is not None and call.status != "aborted":
+                passed, why = judge_check(call.command, output, kind)
+                found = (Signal(call.at, "check", f"{kind}: {why}", passed), call.command)
+            self._checks[n] = found
+        return self._checks[n]
+
+    def checks(self, lo: int, hi: int) -> list[tuple[Signal, str]]:
+        """Functional checks (smoke tests, benchmarks, test runs) made in [lo, hi), with
+        the command that made them."""
+        first, last = np.searchsorted(self.call_msg, [lo, hi], side="left")
+        found = [c for n in range(int(first), int(last)) if (c := self.check(n)) is not None]
+        return sorted(found, key=lambda s: s[0].msg_idx)
+
+    def _text_signals(self, n: int) -> list[Signal]:
+        if n not in self._text:
+            call = self.calls[n]
+            output = self.output(call)
+            text = config().text
+            self._text[n] = [
+                Signal(call.at, kind, _short(m.group(0)))
+                for key, kind in _TEXT_SIGNALS
+                if (m := text[key].search(output))
+            ]
+        return self._text[n]
+
+    def server_signals(self, lo: int, hi: int) -> list[Signal]:
+        """Liveness, ready and failure signals from server_events (or tool output text)."""
+        if self.from_events:
+            first, last = np.searchsorted(self.server_msg, [lo, hi], side="left")
+            return self.server[int(first) : int(last)]
+        first, last = np.searchsorted(self.call_msg, [lo, hi], side="left")
+        return [s for n in range(int(first), int(last)) for s in self._text_signals(n)]
+
+    def window_start(self, msg_idx: int, subject: str) -> int:
+        start = max(0, msg_idx - LOOKBACK)
+        if subject in ("server", "deployment"):
+            j = int(np.searchsorted(self.launch_idx, msg_idx, side="left")) - 1
+            if j >= 0 and self.launch_idx[j] >= start:
+                return int(self.launch_idx[j])
+        return start
 
 
 # --------------------------------------------------------------------------- verdicts
 
 
-def _claim_text(frames: SessionFrames, msg_idx: int, evidence: str | None) -> str:
-    msgs = frames.messages
-    text = ""
-    if not msgs.empty:
-        hit = msgs.loc[msgs["msg_idx"] == msg_idx, "text"]
-        text = str(hit.iloc[0] or "") if len(hit) else ""
+def _claim_text(text: str, evidence: str | None) -> str:
     if evidence and evidence in text:
         start = text.rfind("\n", 0, text.index(evidence)) + 1
         end = text.find("\n", text.index(evidence) + len(evidence))
@@ -263,60 +337,49 @@ def _claim_text(frames: SessionFrames, msg_idx: int, evidence: str | None) -> st
     return _short(text, 300)
 
 
-def _window_start(frames: SessionFrames, msg_idx: int, subject: str) -> int:
-    start = max(0, msg_idx - LOOKBACK)
-    if subject in ("server", "deployment"):
-        launches = frames.launches
-        idx = set() if launches.empty else {int(i) for i in launches["msg_idx"]}
-        idx |= _tagged(frames, "launch")
-        earlier = [i for i in idx if start <= i < msg_idx]
-        if earlier:
-            return max(earlier)
-    return start
-
-
 def _describe(signals: list[Signal], ref: Any) -> str:
     return ", ".join(f"{s.what} ({ref(s.msg_idx)})" for s in signals)
 
 
-def _precedes_claim(frames: SessionFrames, msg_idx: int, claim_pos: int | None, what: str) -> bool:
+def _precedes_claim(text: str, claim_pos: int | None, what: str) -> bool:
     """In formats that inline tool calls in the message text (transcript_text), a call
     written before the claim's text was seen by the claim."""
     if claim_pos is None:
         return False
-    text = str(frames.message_value(msg_idx, "text") or "")
     first = what.strip().splitlines()[0][:60] if what.strip() else ""
     pos = text.find(first) if first else -1
     return 0 <= pos < claim_pos
 
 
 def judge_claim(
-    frames: SessionFrames,
+    ev: _Evidence,
     msg_idx: int,
+    message_text: str,
     claim_text: str,
     next_claim: int | None,
     claim_pos: int | None = None,
 ) -> ReadinessClaim:
+    frames = ev.frames
     ref = frames.ref
     subject = subject_of(claim_text)
-    lo = _window_start(frames, msg_idx, subject)
+    lo = ev.window_start(msg_idx, subject)
     # Server observations printed in the claim's own message may be what it quotes;
     # its checks count as after the claim unless written before the claim's text.
     server_before = [
         s
-        for s in _server_signals(frames, lo, msg_idx + 1)
+        for s in ev.server_signals(lo, msg_idx + 1)
         if s.msg_idx < msg_idx or s.kind != "failure"
     ]
-    own = _checks(frames, msg_idx, msg_idx + 1)
-    own_before = [s for s, cmd in own if _precedes_claim(frames, msg_idx, claim_pos, cmd)]
-    checks_before = [s for s, _ in _checks(frames, lo, msg_idx)] + own_before
+    own = ev.checks(msg_idx, msg_idx + 1)
+    own_before = [s for s, cmd in own if _precedes_claim(message_text, claim_pos, cmd)]
+    checks_before = [s for s, _ in ev.checks(lo, msg_idx)] + own_before
     hi = msg_idx + LOOKAHEAD + 1
     if next_claim is not None:
         hi = min(hi, next_claim)
     after = sorted(
         [s for s, _ in own if s not in own_before]
-        + [s for s, _ in _checks(frames, msg_idx + 1, hi)]
-        + [s for s in _server_signals(frames, msg_idx, hi) if s.kind == "failure"],
+        + [s for s, _ in ev.checks(msg_idx + 1, hi)]
+        + [s for s in ev.server_signals(msg_idx, hi) if s.kind == "failure"],
         key=lambda s: s.msg_idx,
     )
     ready = [s for s in server_before if s.kind == "ready"]
@@ -382,16 +445,23 @@ def _graph_in_progress(signals: list[Signal]) -> list[Signal]:
 
 def judge_claims(frames: SessionFrames) -> list[ReadinessClaim]:
     """A verdict for every ``readiness_claim`` tag of the session, in message order."""
-    tags = frames.tags
+    tags = frames.select(
+        "tags", ["msg_idx", "evidence", "start_char"], {"tag": ["readiness_claim"]}
+    )
     if tags.empty:
         return []
-    rows = tags[tags["tag"] == "readiness_claim"].drop_duplicates("msg_idx").sort_values("msg_idx")
+    rows = tags.drop_duplicates("msg_idx").sort_values("msg_idx")
     idx = [int(i) for i in rows["msg_idx"]]
+    texts = frames.select("messages", ["msg_idx", "text"], {"msg_idx": idx})
+    text_of = {int(i): str(t or "") for i, t in zip(texts["msg_idx"], texts["text"], strict=True)}
+    ev = _Evidence(frames, idx)
     claims = []
     for n, row in enumerate(rows.itertuples(index=False)):
+        msg_idx = int(row.msg_idx)
         evidence = row.evidence if isinstance(row.evidence, str) else None
-        text = _claim_text(frames, int(row.msg_idx), evidence)
+        message_text = text_of.get(msg_idx, "")
+        text = _claim_text(message_text, evidence)
         next_claim = idx[n + 1] if n + 1 < len(idx) else None
         pos = int(row.start_char) if pd.notna(row.start_char) else None
-        claims.append(judge_claim(frames, int(row.msg_idx), text, next_claim, pos))
+        claims.append(judge_claim(ev, msg_idx, message_text, text, next_claim, pos))
     return claims

@@ -1,11 +1,20 @@
 """Session-level analysis: read one session's rows, derive campaigns, levers and
 readiness verdicts. Pure: nothing here writes to the database (the ingest
-pipeline writes what :func:`analyse_session` returns)."""
+pipeline writes what :func:`analyse_session` returns).
+
+A session can hold 100k messages and hundreds of MB of tool output, while the
+analysers need a few columns of most tables and the text of a few rows. So
+:func:`load_session_frames` reads nothing up front: each table is read in full on
+first use (the report wants whole tables), and the analysers read only the
+columns and rows they look at through :meth:`SessionFrames.select`.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -14,7 +23,8 @@ from analytics.analysis.campaigns import find_campaigns
 from analytics.analysis.readiness import judge_claims
 from analytics.models import Campaign, Lever, ReadinessClaim
 
-_TABLES = (
+TABLES = (
+    "session",
     "messages",
     "tool_calls",
     "tags",
@@ -26,28 +36,116 @@ _TABLES = (
 _JSON_COLUMNS = {"launches": ("flags", "changed_flags", "env")}
 
 
-def _empty() -> pd.DataFrame:
-    return pd.DataFrame()
+def _order(table: str) -> str:
+    return "msg_idx, call_id" if table == "tool_calls" else "msg_idx"
 
 
-@dataclass
+def _decode(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+class _Table:
+    """A table of :class:`SessionFrames`: given, or read in full on first use."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, frames: SessionFrames, owner: type | None = None) -> pd.DataFrame:
+        return frames.table(self.name)
+
+    def __set__(self, frames: SessionFrames, value: pd.DataFrame) -> None:
+        frames._tables[self.name] = value
+
+
 class SessionFrames:
     """Every row of one session, one DataFrame per table, ordered by ``msg_idx``.
 
-    JSON columns of ``launches`` (flags, changed_flags, env) are decoded to dicts
-    (or None)."""
+    Built either from DataFrames (``SessionFrames(messages=df, …)``) or bound to a
+    database by :func:`load_session_frames`, in which case each table is read on
+    first use. JSON columns of ``launches`` (flags, changed_flags, env) are decoded
+    to dicts (or None)."""
 
-    session: pd.DataFrame = field(default_factory=_empty)
-    messages: pd.DataFrame = field(default_factory=_empty)
-    tool_calls: pd.DataFrame = field(default_factory=_empty)
-    tags: pd.DataFrame = field(default_factory=_empty)
-    measurements: pd.DataFrame = field(default_factory=_empty)
-    launches: pd.DataFrame = field(default_factory=_empty)
-    server_events: pd.DataFrame = field(default_factory=_empty)
-    polling_loops: pd.DataFrame = field(default_factory=_empty)
+    session = _Table()
+    messages = _Table()
+    tool_calls = _Table()
+    tags = _Table()
+    measurements = _Table()
+    launches = _Table()
+    server_events = _Table()
+    polling_loops = _Table()
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection | None = None,
+        bound_session: str | None = None,
+        **tables: pd.DataFrame,
+    ) -> None:
+        unknown = set(tables) - set(TABLES)
+        if unknown:
+            raise TypeError(f"unknown tables {sorted(unknown)}; valid: {', '.join(TABLES)}")
+        self._con = con if bound_session is not None else None
+        self._bound = bound_session
+        self._tables: dict[str, pd.DataFrame] = dict(tables)
+        self._source_ids: dict[int, str] | None = None
+        self._positions: dict[int, int] | None = None
+
+    # -- reading -------------------------------------------------------------
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The whole table ``name`` (read from the database on first use)."""
+        if name not in self._tables:
+            self._tables[name] = self._read(name) if self._con is not None else pd.DataFrame()
+        return self._tables[name]
+
+    def _read(self, name: str) -> pd.DataFrame:
+        assert self._con is not None
+        if name == "session":
+            sql = "SELECT * FROM sessions WHERE session_id = ?"
+        else:
+            sql = f"SELECT * FROM {name} WHERE session_id = ? ORDER BY {_order(name)}"
+        df = self._con.execute(sql, [self._bound]).df()
+        for column in _JSON_COLUMNS.get(name, ()):
+            if column in df.columns:
+                df[column] = [_decode(v) for v in df[column]]
+        return df.reset_index(drop=True)
+
+    def select(
+        self,
+        table: str,
+        columns: Sequence[str],
+        where: dict[str, Sequence[Any]] | None = None,
+    ) -> pd.DataFrame:
+        """``columns`` of the rows of ``table`` whose column ``c`` is in ``where[c]``
+        (every condition must hold), in table order. Reads only those from the
+        database when the frames are bound and the table was not read yet."""
+        where = where or {}
+        if self._con is None or table in self._tables:
+            df = self.table(table)
+            if df.empty:
+                return pd.DataFrame(columns=list(columns))
+            mask = pd.Series(True, index=df.index)
+            for column, values in where.items():
+                mask &= df[column].isin(list(values))
+            return df.loc[mask, list(columns)].reset_index(drop=True)
+        conds = "".join(f" AND list_contains(?, {c})" for c in where)
+        sql = (
+            f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ?{conds} "
+            f"ORDER BY {_order(table)}"
+        )
+        params = [self._bound, *[list(v) for v in where.values()]]
+        return self._con.execute(sql, params).df()
+
+    # -- lookups -------------------------------------------------------------
 
     @property
     def session_id(self) -> str:
+        if self._bound is not None:
+            return self._bound
         if len(self.session):
             return str(self.session["session_id"].iloc[0])
         if len(self.messages):
@@ -58,21 +156,24 @@ class SessionFrames:
         """One column of one message (None when absent or null)."""
         if msg_idx is None or self.messages.empty:
             return None
-        hit = self.messages.loc[self.messages["msg_idx"] == msg_idx, column]
-        if not len(hit):
+        if self._positions is None:
+            self._positions = {int(i): n for n, i in enumerate(self.messages["msg_idx"])}
+        pos = self._positions.get(int(msg_idx))
+        if pos is None:
             return None
-        value = hit.iloc[0]
+        value = self.messages[column].iat[pos]
         return None if pd.isna(value) else value
 
     def source_id(self, msg_idx: int | None) -> str:
         """The native id of a message (what a reader of the transcript sees)."""
         if msg_idx is None:
             return "?"
-        if len(self.messages):
-            hit = self.messages.loc[self.messages["msg_idx"] == msg_idx, "source_id"]
-            if len(hit):
-                return str(hit.iloc[0])
-        return str(msg_idx)
+        if self._source_ids is None:
+            rows = self.select("messages", ["msg_idx", "source_id"])
+            self._source_ids = {
+                int(i): str(s) for i, s in zip(rows["msg_idx"], rows["source_id"], strict=True)
+            }
+        return self._source_ids.get(int(msg_idx), str(msg_idx))
 
     def ref(self, msg_idx: int | None) -> str:
         """How a reader finds a message: ``msg 6853`` or the native id itself."""
@@ -87,31 +188,10 @@ class SessionAnalysis:
     claims: list[ReadinessClaim] = field(default_factory=list)
 
 
-def _decode(value: object) -> object:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _table(con: duckdb.DuckDBPyConnection, table: str, session_id: str) -> pd.DataFrame:
-    order = "msg_idx, call_id" if table == "tool_calls" else "msg_idx"
-    df = con.execute(
-        f"SELECT * FROM {table} WHERE session_id = ? ORDER BY {order}", [session_id]
-    ).df()
-    for column in _JSON_COLUMNS.get(table, ()):
-        if column in df.columns:
-            df[column] = [_decode(v) for v in df[column]]
-    return df.reset_index(drop=True)
-
-
 def load_session_frames(con: duckdb.DuckDBPyConnection, session_id: str) -> SessionFrames:
-    """Read every row of ``session_id`` from the analysis-relevant tables."""
-    session = con.execute("SELECT * FROM sessions WHERE session_id = ?", [session_id]).df()
-    frames = {t: _table(con, t, session_id) for t in _TABLES}
-    return SessionFrames(session=session, **frames)
+    """The frames of ``session_id``, bound to ``con``: tables are read when first used,
+    so ``con`` must stay open while the frames are."""
+    return SessionFrames(con, session_id)
 
 
 def analyse_session(frames: SessionFrames) -> SessionAnalysis:

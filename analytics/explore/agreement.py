@@ -32,8 +32,18 @@ def tag_precision_recall(labels: pd.DataFrame) -> pd.DataFrame:
             if precision is not None and recall is not None and precision + recall > 0
             else None
         )
-        rows.append({"tag": tag, "labels": len(g), "tp": tp, "fp": fp, "fn": fn,
-                     "precision": precision, "recall": recall, "f1": f1})
+        rows.append(
+            {
+                "tag": tag,
+                "labels": len(g),
+                "tp": tp,
+                "fp": fp,
+                "fn": fn,
+                "precision": precision,
+                "recall": recall,
+                "f1": f1,
+            }
+        )
     cols = ["tag", "labels", "tp", "fp", "fn", "precision", "recall", "f1"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -66,6 +76,13 @@ def annotator_agreement(labels: pd.DataFrame) -> pd.DataFrame:
         a = both[x].astype(bool).tolist()
         b = both[y].astype(bool).tolist()
         agree = _ratio(sum(p == q for p, q in zip(a, b, strict=True)), len(a))
-        rows.append({"annotator_a": x, "annotator_b": y, "items": len(a),
-                     "agreement": agree, "kappa": cohen_kappa(a, b)})
+        rows.append(
+            {
+                "annotator_a": x,
+                "annotator_b": y,
+                "items": len(a),
+                "agreement": agree,
+                "kappa": cohen_kappa(a, b),
+            }
+        )
     return pd.DataFrame(rows, columns=cols)

@@ -12,8 +12,15 @@ from analytics.errors import AnalyticsError
 from analytics.store.db import connect
 
 TAG_VOCABULARY = (
-    "user_checkin", "user_abort", "polling_loop", "diagnosis", "readiness_claim",
-    "smoke_test", "benchmark", "error", "launch",
+    "user_checkin",
+    "user_abort",
+    "polling_loop",
+    "diagnosis",
+    "readiness_claim",
+    "smoke_test",
+    "benchmark",
+    "error",
+    "launch",
 )
 
 

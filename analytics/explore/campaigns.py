@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import duckdb
 import pandas as pd
@@ -84,7 +84,9 @@ def campaign_chart(
     log = use_log_scale(series["value"], target)
     y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     layers: list[alt.Chart] = [
-        alt.Chart(series).mark_line(point=True).encode(
+        alt.Chart(series)
+        .mark_line(point=True)
+        .encode(
             x=x,
             y=alt.Y("value:Q", title=f"{metric} (log scale)" if log else metric, scale=y_scale),
             tooltip=["msg_idx", "value", "unit", "label"],
@@ -98,19 +100,23 @@ def campaign_chart(
             title="lever outcome",
         )
         layers.append(
-            alt.Chart(marks).mark_rule(strokeDash=[4, 3], strokeWidth=2).encode(
-                x=alt.X("at:Q"), color=colour,
+            alt.Chart(marks)
+            .mark_rule(strokeDash=[4, 3], strokeWidth=2)
+            .encode(
+                x=alt.X("at:Q"),
+                color=colour,
                 tooltip=["seq", "name", "outcome", "value_before", "value_after", "delta_pct"],
             )
         )
         layers.append(
-            alt.Chart(marks.dropna(subset=["value_after"])).mark_point(size=90, filled=True)
+            alt.Chart(marks.dropna(subset=["value_after"]))
+            .mark_point(size=90, filled=True)
             .encode(x="at:Q", y="value_after:Q", color=colour, tooltip=["name", "outcome"])
         )
     if target is not None and not pd.isna(target):
         layers.append(
-            alt.Chart(pd.DataFrame({"target": [target]})).mark_rule(color="black").encode(
-                y="target:Q", tooltip=["target"]
-            )
+            alt.Chart(pd.DataFrame({"target": [target]}))
+            .mark_rule(color="black")
+            .encode(y="target:Q", tooltip=["target"])
         )
-    return alt.layer(*layers).properties(height=360)
+    return cast("alt.LayerChart", alt.layer(*layers, height=360))

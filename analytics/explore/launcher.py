@@ -24,10 +24,17 @@ def app_path() -> Path:
 def streamlit_command(port: int, headless: bool = True) -> list[str]:
     """The ``streamlit run`` command line for the explorer."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(app_path()),
-        "--server.headless", "true" if headless else "false",
-        "--server.port", str(port),
-        "--browser.gatherUsageStats", "false",
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_path()),
+        "--server.headless",
+        "true" if headless else "false",
+        "--server.port",
+        str(port),
+        "--browser.gatherUsageStats",
+        "false",
     ]
 
 

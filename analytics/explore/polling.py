@@ -68,19 +68,20 @@ def checkin_latency(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute(
         """
         WITH seq AS (
-            SELECT session_id, msg_idx, role, ts, text,
+            SELECT session_id, msg_idx, role, ts,
                    lag(ts) OVER w AS prev_ts,
-                   lag(role) OVER w AS prev_role
+                   lag(role) OVER w AS prev_role,
+                   min(ts) FILTER (WHERE role = 'assistant') OVER (w ROWS BETWEEN 1 FOLLOWING
+                       AND UNBOUNDED FOLLOWING) AS reply_ts
             FROM messages WINDOW w AS (PARTITION BY session_id ORDER BY msg_idx)
         ), c AS (
             SELECT DISTINCT session_id, msg_idx FROM tags WHERE tag = 'user_checkin'
         )
-        SELECT s.session_id, s.msg_idx, s.ts, s.text AS checkin_text, s.prev_role,
+        SELECT s.session_id, s.msg_idx, s.ts, m.text AS checkin_text, s.prev_role,
                date_diff('millisecond', s.prev_ts, s.ts) / 1000.0 AS silence_before_s,
-               (SELECT date_diff('millisecond', s.ts, min(r.ts)) / 1000.0 FROM messages r
-                 WHERE r.session_id = s.session_id AND r.msg_idx > s.msg_idx
-                   AND r.role = 'assistant') AS reply_after_s
+               date_diff('millisecond', s.ts, s.reply_ts) / 1000.0 AS reply_after_s
         FROM c JOIN seq s USING (session_id, msg_idx)
+        JOIN messages m USING (session_id, msg_idx)
         ORDER BY s.session_id, s.msg_idx
         """
     ).df()

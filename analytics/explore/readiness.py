@@ -34,7 +34,9 @@ def evidence_indices(evidence: object) -> tuple[int, ...]:
     if isinstance(value, int):
         return (value,)
     if isinstance(value, list):
-        return tuple(int(v) for v in value if isinstance(v, int) or (isinstance(v, str) and v.isdigit()))
+        return tuple(
+            int(v) for v in value if isinstance(v, int) or (isinstance(v, str) and v.isdigit())
+        )
     return ()
 
 

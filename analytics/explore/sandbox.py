@@ -21,7 +21,7 @@ import pandas as pd
 
 from analytics.errors import AnalyticsError
 
-ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+ALLOWED = {"SELECT", "EXPLAIN"}
 ALLOWED_WORDS = "SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN"
 
 
@@ -60,10 +60,10 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> None:
             f"Only one statement at a time is allowed (got {len(statements)}); "
             f"remove the extra ';'-separated statements"
         )
-    kind = statements[0].type
+    kind = statements[0].type.name
     if kind not in ALLOWED:
         raise SqlRefusedError(
-            f"Refused a {kind.name} statement: the console is read-only and accepts only "
+            f"Refused a {kind} statement: the console is read-only and accepts only "
             f"{ALLOWED_WORDS} queries"
         )
 
@@ -96,9 +96,12 @@ def run_readonly_sql(
     ``df.attrs["truncated"]`` says whether rows were cut off.
     Raises :class:`SqlRefusedError` with a readable reason on any refusal or failure.
     """
-    own = not isinstance(con, duckdb.DuckDBPyConnection) or not _external_access_disabled(con)
-    box = sandbox_connection(con if not isinstance(con, duckdb.DuckDBPyConnection)
-                             else _database_path(con)) if own else con
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        box, own = sandbox_connection(con), True
+    elif _external_access_disabled(con):
+        box, own = con, False
+    else:
+        box, own = sandbox_connection(_database_path(con)), True
     try:
         check_statement(box, sql)
         return _execute_limited(box, sql, row_limit, timeout_s)

@@ -58,9 +58,7 @@ def fallback_search(
     con: duckdb.DuckDBPyConnection, query: str, limit: int = 50, session_id: str | None = None
 ) -> pd.DataFrame:
     """Substring search over message text and tool commands/outputs."""
-    return con.execute(
-        FALLBACK_SQL, {"q": query, "sid": session_id, "limit": limit}
-    ).df()
+    return con.execute(FALLBACK_SQL, {"q": query, "sid": session_id, "limit": limit}).df()
 
 
 def search_messages(

@@ -34,22 +34,23 @@ def md_escape(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
 
 
+READ_WAIT_S = 3.0
+
+
 def db_path() -> str:
     return default_db()
 
 
-def _close(con: duckdb.DuckDBPyConnection) -> None:
-    con.close()
-
-
-@st.cache_resource(max_entries=4, on_release=_close, show_spinner=False)
 def _root_connection(db: str) -> duckdb.DuckDBPyConnection:
-    return connect(db, read_only=True)
+    """A short-lived read-only connection. Not cached on purpose: DuckDB lets only one
+    process hold a file that a writer wants, so an idle explorer must not block
+    `transcripts ingest`. Results are cached instead (``_cached_call``); while an ingest
+    holds the lock (it lets go between files) we wait briefly, then show a Retry."""
+    return connect(db, read_only=True, wait_s=READ_WAIT_S)
 
 
 def release_connection() -> None:
-    """Close the cached read-only connection (before opening a writable one)."""
-    _root_connection.clear()
+    """Kept for callers that close before writing; connections are no longer held."""
 
 
 def clear_query_cache() -> None:
@@ -65,11 +66,11 @@ def _resolve(name: str) -> Callable[..., Any]:
 
 @st.cache_data(max_entries=CACHE_MAX_ENTRIES, ttl=CACHE_TTL_S, show_spinner=False)
 def _cached_call(db: str, name: str, args: tuple[Any, ...], kwargs: tuple[Any, ...]) -> Any:
-    cur = _root_connection(db).cursor()
+    con = _root_connection(db)
     try:
-        return _resolve(name)(cur, *args, **dict(kwargs))
+        return _resolve(name)(con, *args, **dict(kwargs))
     finally:
-        cur.close()
+        con.close()
 
 
 def _is_lock(exc: BaseException) -> bool:
@@ -87,8 +88,11 @@ def _stop_with_db_error(exc: BaseException, db: str) -> NoReturn:
     elif isinstance(exc, DatabaseError):
         st.error(md_escape(str(exc)))
         st.markdown("Create a database from transcripts, then retry:")
-        st.code(f"transcripts ingest PATH --db {db}\n# or, with the bundled samples:\n"
-                "transcripts demo --no-serve", language="bash")
+        st.code(
+            f"transcripts ingest PATH --db {db}\n# or, with the bundled samples:\n"
+            "transcripts demo --no-serve",
+            language="bash",
+        )
     else:
         st.error(f"Could not read {md_escape(db)}: {md_escape(exc)}")
     if st.button("Retry", key="db-retry", type="primary"):
@@ -108,10 +112,10 @@ def query(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def raw_connection() -> duckdb.DuckDBPyConnection:
-    """A cursor on the cached read-only connection (caller closes it), or stop the page."""
+    """A short-lived read-only connection (caller closes it), or stop the page."""
     db = db_path()
     try:
-        return _root_connection(db).cursor()
+        return _root_connection(db)
     except (AnalyticsError, duckdb.Error) as exc:
         _stop_with_db_error(exc, db)
 
@@ -154,9 +158,15 @@ def badges(tags: object) -> str:
 
 
 _TAG_COLOUR = {
-    "user_checkin": "orange", "user_abort": "red", "polling_loop": "violet",
-    "diagnosis": "blue", "readiness_claim": "green", "smoke_test": "green",
-    "benchmark": "blue", "error": "red", "launch": "violet",
+    "user_checkin": "orange",
+    "user_abort": "red",
+    "polling_loop": "violet",
+    "diagnosis": "blue",
+    "readiness_claim": "green",
+    "smoke_test": "green",
+    "benchmark": "blue",
+    "error": "red",
+    "launch": "violet",
 }
 
 
@@ -195,7 +205,7 @@ def session_link(session_id: str, msg_idx: int | None = None, label: str | None 
     params = {"session": session_id}
     if msg_idx is not None and not pd.isna(msg_idx):
         params["msg"] = str(int(msg_idx))
-    text = label or (f"{session_id} #{int(msg_idx)}" if "msg" in params else session_id)
+    text = label or (f"{session_id} #{params['msg']}" if "msg" in params else session_id)
     st.page_link("pages/session.py", label=md_escape(text), query_params=params, icon="🔎")
 
 
@@ -214,8 +224,9 @@ def run_sql(sql: str, row_limit: int = 10000, timeout_s: float = 10) -> pd.DataF
         return None
 
 
-def save_annotation(session_id: str, msg_idx: int, labels: dict[str, bool],
-                    annotator: str, note: str) -> bool:
+def save_annotation(
+    session_id: str, msg_idx: int, labels: dict[str, bool], annotator: str, note: str
+) -> bool:
     """Write labels through a short-lived writable connection (closing the
     cached read-only one first, as DuckDB requires); report the outcome."""
     from analytics.explore.annotate import save_labels

@@ -289,147 +289,6 @@ def _fill_user(line: _Line, message: dict[str, object], is_meta: bool) -> None:
     line.text = "\n".join(texts)
 
 
-# The fast path: one function, inline type checks, for the shapes Claude Code writes.
-# It accepts a line only when every field it reads has exactly the expected type and
-# raises _Unusual otherwise; the caller then re-reads the line with ``_extract``
-# above, which decides between a record and a quarantine with its reason. Both are
-# pure, so a line the fast path gives up on costs only the time spent.
-
-_STR_OR_NONE = frozenset({str, type(None)})
-_BOOL_OR_NONE = frozenset({bool, type(None)})
-_FALLBACK = (BadRecordError, TypeError, ValueError)
-
-
-class _Unusual(Exception):
-    """A shape the fast path does not handle (not necessarily a bad one)."""
-
-
-def _extract_usual(obj: dict[str, object]) -> _Line:
-    """``_extract`` for the usual shapes; _Unusual (or BadRecordError) for any other."""
-    get = obj.get
-    uuid, parent, logical = get("uuid"), get("parentUuid"), get("logicalParentUuid")
-    side, compact = get("isSidechain"), get("isCompactSummary")
-    str_types = {
-        type(get("timestamp")),
-        type(get("sessionId")),
-        type(get("version")),
-        type(get("cwd")),
-        type(uuid),
-        type(parent),
-        type(logical),
-    }
-    if not (str_types <= _STR_OR_NONE and {type(side), type(compact)} <= _BOOL_OR_NONE):
-        raise _Unusual
-    message = get("message")
-    if message is None:
-        message = {}
-    elif not isinstance(message, dict):
-        raise _Unusual
-    rtype = obj["type"]
-    if rtype == "assistant":
-        line = _assistant_usual(message, get("isApiErrorMessage") is True)
-    elif rtype == "user":
-        is_meta = get("isMeta")
-        if type(is_meta) not in _BOOL_OR_NONE:
-            raise _Unusual
-        line = _user_usual(message, is_meta is True, get("toolUseResult"))
-    else:
-        raise _Unusual  # system lines are rare: the careful path reads them
-    parent = parent or logical
-    line.uuid = uuid if isinstance(uuid, str) else None
-    line.parent = parent if isinstance(parent, str) else None
-    line.is_sidechain = side is True
-    line.is_compaction_summary = compact is True
-    return line
-
-
-def _assistant_usual(message: dict[str, object], api_error: bool) -> _Line:
-    model, content = message.get("model"), message.get("content")
-    if type(model) not in _STR_OR_NONE:
-        raise _Unusual
-    texts: list[str] = []
-    thinking: list[str] = []
-    uses: list[_Use] = []
-    if type(content) is str:
-        texts.append(content)
-    elif type(content) is list:
-        for block in content:
-            if type(block) is not dict:
-                raise _Unusual
-            btype = block.get("type")
-            if btype == "text":
-                texts.append(_usual_str(block.get("text")))
-            elif btype == "thinking":
-                thinking.append(_usual_str(block.get("thinking")))
-            elif btype == "tool_use":
-                uses.append(_tool_use(block))
-    elif content is not None:
-        raise _Unusual
-    native_type, text = "assistant", ""
-    if texts:
-        text = "\n".join(texts)
-    elif thinking:
-        text, native_type = "\n".join(thinking), "assistant/thinking"
-    return _Line(
-        rtype="assistant",
-        role="assistant",
-        text=text,
-        native_type=native_type,
-        model=model if isinstance(model, str) else None,
-        error=(text or "API error") if api_error else None,
-        uses=uses,
-    )
-
-
-def _user_usual(message: dict[str, object], is_meta: bool, tool_use_result: object) -> _Line:
-    content = message.get("content")
-    texts: list[str] = []
-    results: list[_Result] = []
-    if type(content) is str:
-        texts.append(content)
-    elif type(content) is list:
-        for block in content:
-            if type(block) is not dict:
-                raise _Unusual
-            btype = block.get("type")
-            if btype == "tool_result":
-                results.append(_tool_result_usual(block))
-            elif btype == "text":
-                texts.append(_usual_str(block.get("text")))
-            elif btype == "image":
-                texts.append("[image]")
-    elif content is not None:
-        raise _Unusual
-    role: Role = "tool" if results else "system" if is_meta else "user"
-    if results:
-        texts = [r.text for r in results] + texts
-    return _Line(
-        rtype="user",
-        role=role,
-        text="\n".join(texts),
-        native_type="user",
-        results=results,
-        tool_use_result=tool_use_result,
-    )
-
-
-def _tool_result_usual(block: dict[str, object]) -> _Result:
-    call_id, content, is_error = block.get("tool_use_id"), block.get("content"), block.get("is_error")
-    if not call_id or type(call_id) is not str or type(is_error) not in _BOOL_OR_NONE:
-        raise _Unusual
-    text = content if type(content) is str else _result_text(content)
-    return _Result(call_id, text, is_error is True)
-
-
-def _usual_str(value: object) -> str:
-    """A text field: a str, or "" when absent."""
-    if type(value) is str:
-        return value
-    if value is None:
-        return ""
-    raise _Unusual
-
-
 def outcome(text: str, is_error: bool, tool_use_result: object) -> tuple[ToolStatus, int | None]:
     """Status and exit code of a tool result."""
     extra = tool_use_result if isinstance(tool_use_result, dict) else {}
@@ -551,12 +410,9 @@ class _Parser:
         if rtype not in MESSAGE_TYPES:
             return [self._raw(line, obj, rtype)]
         try:
-            extracted = _extract_usual(obj)
-        except (_Unusual, *_FALLBACK):
-            try:
-                extracted = _extract(obj)
-            except _FALLBACK as exc:
-                return [self._quarantine(line, one_line(exc))]
+            extracted = _extract(obj)
+        except (BadRecordError, TypeError, ValueError) as exc:
+            return [self._quarantine(line, one_line(exc))]
         self.ledger.stored()
         self._note_envelope(obj, extracted)
         return self._emit(extracted, obj, line)
@@ -595,19 +451,22 @@ class _Parser:
             self.summaries[leaf] = summary
 
     def _note_envelope(self, obj: dict[str, object], line: _Line) -> None:
+        meta = self.meta
         if line.uuid:
             self.uuids.add(line.uuid)
-            if line.uuid in self.summaries:
-                self.meta["title"] = self.summaries.pop(line.uuid)
+            if self.summaries and line.uuid in self.summaries:
+                meta["title"] = self.summaries.pop(line.uuid)
         version = obj.get("version")
         if isinstance(version, str) and version:
-            self.meta["version"] = version
-            self.meta["first_version"] = self.meta["first_version"] or version
-        cwd = obj.get("cwd")
-        if isinstance(cwd, str) and cwd and not self.meta["cwd"]:
-            self.meta["cwd"] = cwd
-        if line.model and line.model != "<synthetic>" and not self.meta["model"]:
-            self.meta["model"] = line.model
+            meta["version"] = version
+            if not meta["first_version"]:
+                meta["first_version"] = version
+        if not meta["cwd"]:
+            cwd = obj.get("cwd")
+            if isinstance(cwd, str) and cwd:
+                meta["cwd"] = cwd
+        if line.model and not meta["model"] and line.model != "<synthetic>":
+            meta["model"] = line.model
 
     def _emit(self, line: _Line, obj: dict[str, object], where: JsonLine) -> list[ParsedItem]:
         idx = self.next_idx

@@ -22,7 +22,9 @@ if ui.follow_param("msg", "annotate-msg-text"):
 
 c1, c2, c3 = st.columns([2, 4, 1])
 annotator = c1.text_input("Annotator", key="annotate-annotator", placeholder="your name")
-sid = c2.selectbox("Session", list(labels), format_func=labels.get, key="annotate-session")
+sid: str = c2.selectbox(
+    "Session", list(labels), format_func=lambda s: labels.get(s, s), key="annotate-session"
+)
 idx = int(c3.number_input("Message #", min_value=0, step=1, key="annotate-msg"))
 
 msg = ui.query(message_for_labelling, sid, idx)
@@ -31,22 +33,29 @@ if msg.empty:
 else:
     m = msg.iloc[0]
     with st.container(border=True):
-        st.markdown(f"**#{idx}** · {ui.md_escape(m['role'])} · automatic tags: "
-                    f"{ui.badges(m['auto_tags']) or 'none'}")
+        st.markdown(
+            f"**#{idx}** · {ui.md_escape(m['role'])} · automatic tags: "
+            f"{ui.badges(m['auto_tags']) or 'none'}"
+        )
         ui.show_text(m["text"])
     with st.form("annotate-form", clear_on_submit=True):
         chosen = st.multiselect("Tags that apply", TAG_VOCABULARY, key="annotate-tags")
-        negatives = st.checkbox("Record every other tag as not applying", value=True,
-                                key="annotate-negatives")
+        negatives = st.checkbox(
+            "Record every other tag as not applying", value=True, key="annotate-negatives"
+        )
         note = st.text_input("Note (optional)", key="annotate-note")
         if st.form_submit_button("Save labels", type="primary"):
             values = {t: (t in chosen) for t in TAG_VOCABULARY if negatives or t in chosen}
             if ui.save_annotation(sid, idx, values, annotator, note):
                 st.session_state["annotate-next"] = idx + 1
     if "annotate-next" in st.session_state:
-        st.button("Next message ▶", key="annotate-go-next",
-                  on_click=lambda: st.session_state.update(
-                      {"annotate-msg": st.session_state.pop("annotate-next")}))
+        st.button(
+            "Next message ▶",
+            key="annotate-go-next",
+            on_click=lambda: st.session_state.update(
+                {"annotate-msg": st.session_state.pop("annotate-next")}
+            ),
+        )
 
 st.header("Agreement")
 current = ui.query(current_labels)

@@ -22,8 +22,12 @@ ids = all_campaigns["campaign_id"].tolist()
 ui.follow_param("campaign", "campaign-pick")
 if st.session_state.get("campaign-pick") not in ids:
     st.session_state["campaign-pick"] = ids[0]
-cid = st.selectbox("Campaign", ids, key="campaign-pick",
-                   format_func=lambda c: f"{c} ({all_campaigns.set_index('campaign_id').loc[c, 'session_id']})")
+cid = st.selectbox(
+    "Campaign",
+    ids,
+    key="campaign-pick",
+    format_func=lambda c: f"{c} ({all_campaigns.set_index('campaign_id').loc[c, 'session_id']})",
+)
 st.query_params["campaign"] = cid
 row = all_campaigns.set_index("campaign_id").loc[cid]
 
@@ -51,9 +55,21 @@ st.subheader("Levers")
 st.dataframe(
     with_session_links(levers),
     hide_index=True,
-    column_order=["open", "seq", "name", "outcome", "value_before", "value_after",
-                  "delta_pct", "start_msg_idx", "end_msg_idx", "description"],
-    column_config={"open": ui.link_column(),
-                   "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.1f")},
+    column_order=[
+        "open",
+        "seq",
+        "name",
+        "outcome",
+        "value_before",
+        "value_after",
+        "delta_pct",
+        "start_msg_idx",
+        "end_msg_idx",
+        "description",
+    ],
+    column_config={
+        "open": ui.link_column(),
+        "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.1f"),
+    },
     key="campaign-levers",
 )

@@ -22,27 +22,62 @@ link = {"open": ui.link_column()}
 st.subheader("Polling loops")
 st.dataframe(polling_by_outcome(loops), hide_index=True, key="polling-outcomes")
 st.dataframe(
-    with_session_links(loops), hide_index=True, key="polling-loops",
-    column_order=["open", "outcome", "session_id", "msg_idx", "interval_s", "max_iterations",
-                  "iterations_done", "waited_s", "max_wait_s", "target", "command"],
+    with_session_links(loops),
+    hide_index=True,
+    key="polling-loops",
+    column_order=[
+        "open",
+        "outcome",
+        "session_id",
+        "msg_idx",
+        "interval_s",
+        "max_iterations",
+        "iterations_done",
+        "waited_s",
+        "max_wait_s",
+        "target",
+        "command",
+    ],
     column_config=link,
 )
 
 st.subheader("Aborts")
 st.caption("Each user abort and the tool call it interrupted.")
 st.dataframe(
-    with_session_links(stops), hide_index=True, key="polling-aborts",
-    column_order=["open", "session_id", "msg_idx", "abort_text", "interrupted_tool",
-                  "interrupted_status", "was_polling", "ran_s", "interrupted_command"],
+    with_session_links(stops),
+    hide_index=True,
+    key="polling-aborts",
+    column_order=[
+        "open",
+        "session_id",
+        "msg_idx",
+        "abort_text",
+        "interrupted_tool",
+        "interrupted_status",
+        "was_polling",
+        "ran_s",
+        "interrupted_command",
+    ],
     column_config=link,
 )
 
 st.subheader("Check-in latency")
-st.caption("silence_before_s: how long since the previous message when the user asked; "
-           "reply_after_s: how long until the assistant answered.")
+st.caption(
+    "silence_before_s: how long since the previous message when the user asked; "
+    "reply_after_s: how long until the assistant answered."
+)
 st.dataframe(
-    with_session_links(checkins), hide_index=True, key="polling-checkins",
-    column_order=["open", "session_id", "msg_idx", "checkin_text", "prev_role",
-                  "silence_before_s", "reply_after_s"],
+    with_session_links(checkins),
+    hide_index=True,
+    key="polling-checkins",
+    column_order=[
+        "open",
+        "session_id",
+        "msg_idx",
+        "checkin_text",
+        "prev_role",
+        "silence_before_s",
+        "reply_after_s",
+    ],
     column_config=link,
 )

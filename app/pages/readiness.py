@@ -10,8 +10,9 @@ from analytics.explore.stream import messages_by_idx
 st.title("Readiness claims")
 
 everything = ui.query(claims)
-for col, (verdict, n) in zip(st.columns(len(VERDICTS)), verdict_counts(everything).items(),
-                             strict=True):
+for col, (verdict, n) in zip(
+    st.columns(len(VERDICTS)), verdict_counts(everything).items(), strict=True
+):
     col.metric(verdict, n)
 
 picked = st.multiselect("Verdict", list(VERDICTS), key="readiness-verdicts")
@@ -25,8 +26,18 @@ selection = st.dataframe(
     hide_index=True,
     on_select="rerun",
     selection_mode="single-row",
-    column_order=["open", "verdict", "session_id", "msg_idx", "ts", "subject", "claim_text",
-                  "reason", "evidence_msg_idx", "contradicted_by_msg_idx"],
+    column_order=[
+        "open",
+        "verdict",
+        "session_id",
+        "msg_idx",
+        "ts",
+        "subject",
+        "claim_text",
+        "reason",
+        "evidence_msg_idx",
+        "contradicted_by_msg_idx",
+    ],
     column_config={"open": ui.link_column()},
     key="readiness-table",
 )
@@ -39,12 +50,19 @@ ui.session_link(claim["session_id"], claim["msg_idx"], label="Open the claim in 
 st.text(f"{claim['verdict']}: {claim['reason']}")
 evidence = evidence_indices(claim["evidence_msg_idx"])
 contra = claim["contradicted_by_msg_idx"]
-wanted = tuple(sorted({int(claim["msg_idx"]), *evidence,
-                       *([] if ui.is_missing(contra) else [int(contra)])}))
+wanted = tuple(
+    sorted({int(claim["msg_idx"]), *evidence, *([] if ui.is_missing(contra) else [int(contra)])})
+)
 for m in ui.query(messages_by_idx, claim["session_id"], wanted).itertuples():
-    role = "claim" if m.msg_idx == claim["msg_idx"] else (
-        "contradicted by" if not ui.is_missing(contra) and m.msg_idx == int(contra)
-        else "evidence")
+    role = (
+        "claim"
+        if m.msg_idx == claim["msg_idx"]
+        else (
+            "contradicted by"
+            if not ui.is_missing(contra) and m.msg_idx == int(contra)
+            else "evidence"
+        )
+    )
     with st.container(border=True):
         ui.session_link(claim["session_id"], m.msg_idx, label=f"{role}: #{m.msg_idx}")
         ui.show_text(m.text)

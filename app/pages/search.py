@@ -10,12 +10,17 @@ from analytics.explore.sessions import session_ids
 st.title("Search")
 
 ids = ui.query(session_ids)
-labels = {"": "All sessions"} | dict(zip(ids["session_id"], ids["label"], strict=True))
+labels: dict[str, str] = {"": "All sessions"} | dict(
+    zip(ids["session_id"], ids["label"], strict=True)
+)
 ui.follow_param("q", "search-q")
 c1, c2, c3 = st.columns([4, 2, 1])
-q = c1.text_input("Search messages and tool output", key="search-q",
-                  placeholder="e.g. out of memory, ready?, cuda graph")
-scope = c2.selectbox("In", list(labels), format_func=labels.get, key="search-scope")
+q = c1.text_input(
+    "Search messages and tool output",
+    key="search-q",
+    placeholder="e.g. out of memory, ready?, cuda graph",
+)
+scope = c2.selectbox("In", list(labels), format_func=lambda s: labels.get(s, s), key="search-scope")
 limit = c3.number_input("Max hits", 10, 1000, 50, step=10, key="search-limit")
 if not q.strip():
     st.info("Type words to search for; results are ranked, best first.")
@@ -27,10 +32,14 @@ st.caption(f"{len(hits):,} hits ({hits.attrs.get('engine', 'search')})")
 if hits.empty:
     st.stop()
 st.dataframe(
-    with_session_links(hits), hide_index=True, key="search-results",
+    with_session_links(hits),
+    hide_index=True,
+    key="search-results",
     column_order=["open", "score", "session_id", "msg_idx", "role", "kind", "snippet"],
-    column_config={"open": ui.link_column(),
-                   "score": st.column_config.NumberColumn("score", format="%.3f")},
+    column_config={
+        "open": ui.link_column(),
+        "score": st.column_config.NumberColumn("score", format="%.3f"),
+    },
 )
 st.subheader("Top hits")
 for h in hits.head(10).itertuples():

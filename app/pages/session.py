@@ -26,20 +26,28 @@ labels = dict(zip(ids["session_id"], ids["label"], strict=True))
 if ui.follow_param("session", "session-pick") and ui.query_param("session") not in labels:
     st.warning(f"No session {ui.md_escape(ui.query_param('session'))}; pick one below.")
     st.session_state.pop("session-pick", None)
-sid = st.selectbox("Session", list(labels), format_func=labels.get, key="session-pick")
+sid: str = st.selectbox(
+    "Session", list(labels), format_func=lambda s: labels.get(s, s), key="session-pick"
+)
 st.query_params["session"] = sid
 
 info = ui.query(session_info, sid).iloc[0]
-st.caption(" · ".join(ui.md_escape(v) for v in
-                      (info["source_format"], info["agent"], info["model"], info["started_at"])
-                      if v is not None and str(v) != "NaT"))
+st.caption(
+    " · ".join(
+        ui.md_escape(v)
+        for v in (info["source_format"], info["agent"], info["model"], info["started_at"])
+        if v is not None and str(v) != "NaT"
+    )
+)
 
 tag_counts = ui.query(session_tag_counts, sid)
 c1, c2, c3, c4 = st.columns([2, 3, 3, 1])
 jump = c1.text_input("Jump to message", placeholder="native id or msg index", key="session-jump")
 contains = c2.text_input("Search in this session", key="session-search")
 tags = c3.multiselect(
-    "Only messages tagged", tag_counts["tag"].tolist(), key="session-tags",
+    "Only messages tagged",
+    tag_counts["tag"].tolist(),
+    key="session-tags",
     format_func=lambda t: f"{t} ({int(tag_counts.set_index('tag').loc[t, 'n'])})",
 )
 size = c4.selectbox("Per page", [25, 50, 100, 200], index=1, key="session-size")
@@ -98,5 +106,8 @@ for m in window.itertuples():
             with st.expander(ui.tool_label(c.tool, c.status, c.exit_code, c.duration_s)):
                 st.code(str(c.command or c.input or ""), language="bash", wrap_lines=True)
                 out = str(c.output or "")
-                st.code(out[:OUTPUT_CHARS] + (" …" if len(out) > OUTPUT_CHARS else ""),
-                        language=None, wrap_lines=True)
+                st.code(
+                    out[:OUTPUT_CHARS] + (" …" if len(out) > OUTPUT_CHARS else ""),
+                    language=None,
+                    wrap_lines=True,
+                )

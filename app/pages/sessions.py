@@ -16,10 +16,12 @@ if df.empty:
 with st.sidebar:
     st.subheader("Filter")
     text = st.text_input("Title or id contains", key="sessions-text")
-    formats = st.multiselect("Format", sorted(df["format"].dropna().unique()), key="sessions-format")
+    formats = st.multiselect(
+        "Format", sorted(df["format"].dropna().unique()), key="sessions-format"
+    )
     agents = st.multiselect("Agent", sorted(df["agent"].dropna().unique()), key="sessions-agent")
     models = st.multiselect("Model", sorted(df["model"].dropna().unique()), key="sessions-model")
-    dates = st.date_input("Started between", value=(), key="sessions-dates")
+    dates = st.date_input("Started between", value=[], key="sessions-dates")
 
 start, end = ui.date_bounds(dates)
 shown = filter_sessions(
@@ -32,9 +34,24 @@ for col, (label, value) in zip(st.columns(6), headline(shown).items(), strict=Tr
 st.dataframe(
     with_session_links(shown, msg_col=None),
     hide_index=True,
-    column_order=["open", "session_id", "title", "format", "agent", "model", "started_at",
-                  "hours", "messages", "aborts", "checkins", "errors", "claims",
-                  "premature_claims", "polling_loops", "polling_wait_min"],
+    column_order=[
+        "open",
+        "session_id",
+        "title",
+        "format",
+        "agent",
+        "model",
+        "started_at",
+        "hours",
+        "messages",
+        "aborts",
+        "checkins",
+        "errors",
+        "claims",
+        "premature_claims",
+        "polling_loops",
+        "polling_wait_min",
+    ],
     column_config={
         "open": ui.link_column(),
         "hours": st.column_config.NumberColumn("hours", format="%.1f"),
@@ -43,5 +60,7 @@ st.dataframe(
     },
     key="sessions-table",
 )
-st.caption(f"{len(shown):,} of {len(df):,} sessions. Click a column header to sort; "
-           "“open ↗” shows the session's messages.")
+st.caption(
+    f"{len(shown):,} of {len(df):,} sessions. Click a column header to sort; "
+    "“open ↗” shows the session's messages."
+)

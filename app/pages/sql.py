@@ -6,8 +6,10 @@ from analytics.explore import ui
 from analytics.explore.sandbox import EXAMPLE_QUERIES, schema_df
 
 st.title("SQL console")
-st.caption("One read-only query at a time (SELECT, WITH, DESCRIBE, SHOW, EXPLAIN); "
-           "no file or network access; at most 10,000 rows; 10 s limit.")
+st.caption(
+    "One read-only query at a time (SELECT, WITH, DESCRIBE, SHOW, EXPLAIN); "
+    "no file or network access; at most 10,000 rows; 10 s limit."
+)
 
 examples = list(EXAMPLE_QUERIES)
 if ui.follow_param("sql", "sql-text"):
@@ -24,15 +26,22 @@ left, right = st.columns([3, 1])
 with left:
     st.selectbox("Example queries", examples, key="sql-example", on_change=use_example)
     sql = st.text_area("Query", key="sql-text", height=180)
-    if st.button("Run", type="primary", key="sql-run") or st.session_state.pop("sql-autorun", False):
+    if st.button("Run", type="primary", key="sql-run") or st.session_state.pop(
+        "sql-autorun", False
+    ):
         st.session_state["sql-result"] = ui.run_sql(sql)
     result = st.session_state.get("sql-result")
     if result is not None:
         more = " (truncated)" if result.attrs.get("truncated") else ""
         st.caption(f"{len(result):,} rows{more}")
         st.dataframe(result, hide_index=True, key="sql-table")
-        st.download_button("Download CSV", result.to_csv(index=False), "query.csv",
-                           mime="text/csv", key="sql-download")
+        st.download_button(
+            "Download CSV",
+            result.to_csv(index=False),
+            "query.csv",
+            mime="text/csv",
+            key="sql-download",
+        )
 with right:
     st.subheader("Schema")
     schema = ui.query(schema_df)

@@ -80,8 +80,9 @@ class PatternTagger:
     def __init__(self, nlp: Language, name: str, paths: list[str], spans_key: str) -> None:
         self.name = name
         self.spans_key = spans_key
-        self.matcher = Matcher(nlp.vocab, validate=True)
-        self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
+        self.vocab = nlp.vocab
+        self.matchers: dict[str, tuple[Matcher, PhraseMatcher]] = {}
+        """One matcher pair per role, so long assistant texts never run the user rules."""
         self.rules: dict[str, dict[str, Any]] = {}
         for p in paths or [str(PATTERNS_DIR / "prose.jsonl")]:
             for row in read_jsonl(Path(p)):
@@ -98,18 +99,28 @@ class PatternTagger:
             "roles": frozenset(row.get("roles", ["user", "assistant"])),
         }
         pat = row["pattern"]
-        try:
-            if isinstance(pat, str):
-                self.phrases.add(key, [nlp.make_doc(pat)])
-            else:
-                self.matcher.add(key, [pat])
-        except Exception as exc:  # spaCy's pattern validation errors
-            raise RuleError(f"{row.get('_where', '?')}: invalid pattern: {exc}") from exc
+        for role in self.rules[key]["roles"]:
+            if role not in self.matchers:
+                self.matchers[role] = (
+                    Matcher(self.vocab, validate=True),
+                    PhraseMatcher(self.vocab, attr="LOWER"),
+                )
+            matcher, phrases = self.matchers[role]
+            try:
+                if isinstance(pat, str):
+                    phrases.add(key, [nlp.make_doc(pat)])
+                else:
+                    matcher.add(key, [pat])
+            except Exception as exc:  # spaCy's pattern validation errors
+                raise RuleError(f"{row.get('_where', '?')}: invalid pattern: {exc}") from exc
 
     def match(self, doc: Doc) -> list[Span]:
         role = doc.user_data.get("role", "user")
         found: list[Span] = []
-        hits = list(self.matcher(doc)) + list(self.phrases(doc))
+        if role not in self.matchers:
+            return found
+        matcher, phrases = self.matchers[role]
+        hits = list(matcher(doc)) + list(phrases(doc))
         for match_id, start, end in sorted(hits, key=lambda h: (h[1], -h[2])):
             rule = self.rules[doc.vocab.strings[match_id]]
             if role in rule["roles"]:

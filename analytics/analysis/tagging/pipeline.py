@@ -121,7 +121,7 @@ class Tagger:
         idx = msg.msg_idx
         abort = self.tools.abort("error", msg.error)
         if abort is None and msg.role != "assistant":
-            abort = self.tools.abort("text", msg.text.lstrip()) or self.tools.abort("text", msg.text)
+            abort = self.tools.abort("text", msg.text)
         for call in ctx.results:
             if abort is not None:
                 break
@@ -130,9 +130,7 @@ class Tagger:
                 found = self.tools.abort("output", call.output)
                 abort = found or abort
             else:
-                abort = self.tools.abort("output", (call.output or "").lstrip()) or self.tools.abort(
-                    "output", call.output
-                )
+                abort = self.tools.abort("output", call.output)
         if abort is not None:
             yield idx, abort
         err = message_error(self.tools, msg)
@@ -150,12 +148,12 @@ class Tagger:
                     if hit.label in ("smoke_test", "launch", "benchmark"):
                         yield idx, hit
         for call in ctx.results:
-            result_idx = idx
-            for hit in error_hits(self.tools, call, aborted=abort is not None):
-                yield result_idx, hit
-            for hit in self.tools.text_hits("output", call.output or ""):
-                if hit.label not in ("error",):
-                    yield result_idx, hit
+            out_hits = self.tools.text_hits("output", call.output or "")
+            for hit in error_hits(self.tools, call, abort is not None, out_hits):
+                yield idx, hit
+            for hit in out_hits:
+                if hit.label != "error":
+                    yield idx, hit
         if msg.role == "tool" and not ctx.results:
             for hit in self.tools.text_hits("output", msg.text):
                 if abort is None or hit.label != "error":

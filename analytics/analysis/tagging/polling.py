@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, core_words, parse_shell
 from analytics.models import MessageContext, PollingLoop, ToolCall
@@ -57,7 +58,7 @@ def seconds(word: str) -> float | None:
     return float(m.group(1)) * _UNIT[m.group(2)] if m else None
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopShape:
     """What the command text says about a loop, before looking at the output."""
 
@@ -125,6 +126,7 @@ def _iterations(kind: str, header: str, body: str) -> int | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def loop_shape(command: str) -> LoopShape | None:
     """The polling loop in ``command``, or None when it does not poll."""
     script = parse_shell(command)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import bashlex  # type: ignore[import-untyped]
 
@@ -102,8 +103,9 @@ def _is_duration(word: str) -> bool:
     return re.fullmatch(r"\d+(?:\.\d+)?[smhd]?", word) is not None
 
 
+@lru_cache(maxsize=4096)
 def parse_shell(command: str) -> ShellScript:
-    """Parse ``command`` into simple commands; never raises."""
+    """Parse ``command`` into simple commands; never raises. Cached: treat the result as read-only."""
     script = ShellScript(source=command)
     try:
         _from_bashlex(command, script)

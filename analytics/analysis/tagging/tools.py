@@ -18,8 +18,10 @@ from analytics.analysis.tagging.polling import shell_tool
 from analytics.analysis.tagging.shell import core_words, inner_command, parse_shell
 from analytics.models import Message, ToolCall
 
-MAX_OUTPUT_SCAN = 200_000
-"""Only the head and tail of huge outputs are scanned (errors sit at the end)."""
+MAX_OUTPUT_SCAN = 40_000
+"""Only the head and tail of long outputs are scanned (errors and result blocks sit at the end)."""
+MARKER_SCAN = 2_000
+"""Abort markers sit at the start or the end of an output."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class RegexRule:
     requires: str | None = None
     program: str | None = None
     roles: frozenset[str] = frozenset()
+    needs: tuple[str, ...] = ()
+    """Literal substrings, one of which must be present for the regex to be tried."""
 
 
 def _compile(row: dict[str, Any]) -> RegexRule:
@@ -62,6 +66,7 @@ def _compile(row: dict[str, Any]) -> RegexRule:
         requires=row.get("requires"),
         program=row.get("program"),
         roles=frozenset(row.get("roles", [])),
+        needs=tuple(row.get("needs", [])),
     )
 
 
@@ -83,13 +88,20 @@ class ToolRules:
 
     # --- abort markers ---------------------------------------------------
     def abort(self, where: str, text: str | None) -> Hit | None:
+        """The first abort marker for ``where`` (error | text | output) in ``text``."""
         if not text:
             return None
+        if len(text) > 2 * MARKER_SCAN:
+            segments = [(0, text[:MARKER_SCAN]), (len(text) - MARKER_SCAN, text[-MARKER_SCAN:])]
+        else:
+            segments = [(0, text)]
         for w, rx in self.markers:
-            if w == where:
-                m = rx.search(text)
+            if w != where:
+                continue
+            for offset, segment in segments:
+                m = rx.search(segment)
                 if m:
-                    return Hit("user_abort", f"abort:{where}", m.group(0), m.start(), m.end())
+                    return Hit("user_abort", f"abort:{where}", m.group(0), offset + m.start(), offset + m.end())
         return None
 
     # --- commands --------------------------------------------------------
@@ -125,20 +137,28 @@ class ToolRules:
         return hits
 
     def text_hits(self, on: str, text: str, role: str | None = None) -> list[Hit]:
+        """First hit per label of the ``on`` rules; long texts are scanned at head and tail only."""
         if not text:
             return []
         if len(text) > MAX_OUTPUT_SCAN:
             half = MAX_OUTPUT_SCAN // 2
-            text = text[:half] + "\n" + " " * (len(text) - MAX_OUTPUT_SCAN - 1) + text[-half:]
+            segments = [(0, text[:half]), (len(text) - half, text[-half:])]
+        else:
+            segments = [(0, text)]
         hits: list[Hit] = []
         for rule in self.rules:
             if rule.on != on or any(h.label == rule.label for h in hits):
                 continue
             if role and rule.roles and role not in rule.roles:
                 continue
-            m = rule.regex.search(text)
-            if m:
-                hits.append(Hit(rule.label, rule.id, m.group(0)[:200], m.start(), m.end()))
+            for offset, segment in segments:
+                if rule.needs and not any(n in segment for n in rule.needs):
+                    continue
+                m = rule.regex.search(segment)
+                if m:
+                    start = offset + m.start()
+                    hits.append(Hit(rule.label, rule.id, m.group(0)[:200], start, offset + m.end()))
+                    break
         return hits
 
 
@@ -167,11 +187,13 @@ def is_shell(call: ToolCall) -> bool:
     return shell_tool(call)
 
 
-def error_hits(rules: ToolRules, call: ToolCall, aborted: bool) -> list[Hit]:
-    """Failure evidence of a finished call: status error, non-zero exit, signatures."""
+def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: list[Hit] | None = None) -> list[Hit]:
+    """Failure evidence of a finished call: status error, non-zero exit, signatures
+    (``output_hits``: the output rules' hits, when the caller already computed them)."""
     out = call.output or ""
     if is_shell(call) or (call.tool or "").lower() in ("bashoutput", "taskoutput"):
-        for h in rules.text_hits("output", out):
+        hits = output_hits if output_hits is not None else rules.text_hits("output", out)
+        for h in hits:
             if h.label == "error":
                 return [h]
     if aborted:
