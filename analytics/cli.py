@@ -113,7 +113,12 @@ def _run_with_progress(run_ingest, targets, db, fmt, redact, rules):  # noqa: AN
     if not sys.stderr.isatty():
         return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules)
     from rich.progress import (
-        BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
     )
 
     total = 0

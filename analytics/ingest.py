@@ -486,8 +486,8 @@ def ingest(
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    from analytics.models import FORMATS
     from analytics.errors import UsageError
+    from analytics.models import FORMATS
 
     if fmt != "auto" and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose one of: auto, {', '.join(FORMATS)}")

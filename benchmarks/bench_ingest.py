@@ -48,9 +48,9 @@ def main() -> None:
     print(f"corpus: {args.records} records, {mb:.1f} MB at {src}")
 
     ref, ref_rss = run(
-        "import duckdb; c = duckdb.connect(r'%s');"
-        "c.execute(\"CREATE TABLE t AS SELECT * FROM read_json('%s', format='newline_delimited',"
-        " maximum_object_size=104857600)\")" % (work / "ref.duckdb", src)
+        f"import duckdb; c = duckdb.connect(r'{work / 'ref.duckdb'}');"
+        f"c.execute(\"CREATE TABLE t AS SELECT * FROM read_json('{src}', "
+        "format='newline_delimited', maximum_object_size=104857600)\")"
     )
     lite, lite_rss = run(
         "from analytics.ingest import ingest;"

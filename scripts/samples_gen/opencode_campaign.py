@@ -242,7 +242,7 @@ class Campaign:
         s = self.s
         self.bench(1, 8, 10.2, 410.0, think="Baseline at concurrency 1 first: single-stream decode speed.")
         self.record("baseline", 1, 10.2)
-        mid = s.say("Baseline at concurrency 1: **10.2 tok/s** output (TPOT ~98 ms). That is far from the target. "
+        s.say("Baseline at concurrency 1: **10.2 tok/s** output (TPOT ~98 ms). That is far from the target. "
                     "Want me to run concurrency 16 as well before touching anything?",
                     think="10 tok/s at bs=1. Very slow. Ask before spending 5 minutes on c16.")
         s.user("ok, now run the benchmark at concurrency 16", gap=95)
