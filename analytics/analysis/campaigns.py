@@ -151,26 +151,52 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_BREAK.split(text or "") if s.strip()]
 
 
-def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
+@dataclass(frozen=True)
+class _TargetPattern:
+    family: str
+    kind: str
+    needs_cue: bool
+    regex: re.Pattern[str]
+
+
+@lru_cache(maxsize=1)
+def _target_patterns() -> tuple[re.Pattern[str], tuple[_TargetPattern, ...]]:
     cfg = _targets()
-    cue = re.compile(cfg["cue"], re.I)
-    for pat in cfg["patterns"]:
-        m = re.search(pat["regex"], sentence, re.I)
-        if not m or (pat["needs_cue"] and not cue.search(sentence)):
+    patterns = tuple(
+        _TargetPattern(p["family"], p["kind"], bool(p["needs_cue"]), re.compile(p["regex"], re.I))
+        for p in cfg["patterns"]
+    )
+    return re.compile(cfg["cue"], re.I), patterns
+
+
+# Every target pattern has a mandatory number (``value`` or ``factor``), so a sentence
+# without a digit states no target; checking that first skips most text cheaply.
+_DIGIT = re.compile(r"\d")
+DIGIT_SQL = r"\p{Nd}"  # the same class for DuckDB's regexp_matches (RE2)
+
+
+def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
+    if not _DIGIT.search(sentence):
+        return None
+    cue, patterns = _target_patterns()
+    families = _targets()["metric_families"]
+    for pat in patterns:
+        m = pat.regex.search(sentence)
+        if not m or (pat.needs_cue and not cue.search(sentence)):
             continue
-        family = cfg["metric_families"][pat["family"]]
+        family = families[pat.family]
         groups = m.groupdict()
-        if pat["kind"] == "relative":
+        if pat.kind == "relative":
             factor = float(groups["factor"])
             if not 1.0 < factor <= 100:
                 continue
-            return Goal(msg_idx, sentence, pat["family"], None, factor, family["unit"])
+            return Goal(msg_idx, sentence, pat.family, None, factor, family["unit"])
         value = float(groups["value"].replace(",", ""))
         if groups.get("k"):
             value *= 1000
         if groups.get("unit") == "s" and family["unit"] == "ms":
             value *= 1000
-        return Goal(msg_idx, sentence, pat["family"], value, None, family["unit"])
+        return Goal(msg_idx, sentence, pat.family, value, None, family["unit"])
     return None
 
 
@@ -179,11 +205,19 @@ def find_goals(messages: pd.DataFrame) -> list[Goal]:
     goals: list[Goal] = []
     if messages.empty:
         return goals
-    for row in messages.itertuples(index=False):
-        if row.role not in ("user", "assistant"):
+    for msg_idx, role, text in zip(
+        messages["msg_idx"].tolist(),
+        messages["role"].tolist(),
+        messages["text"].tolist(),
+        strict=True,
+    ):
+        if role not in ("user", "assistant"):
             continue
-        for sentence in sentences(str(row.text or "")):
-            goal = _goal_in(sentence, int(row.msg_idx))
+        text = str(text or "")
+        if not _DIGIT.search(text):
+            continue
+        for sentence in sentences(text):
+            goal = _goal_in(sentence, int(msg_idx))
             if goal:
                 goals.append(goal)
                 break
@@ -653,26 +687,61 @@ def find_campaigns(frames: SessionFrames) -> tuple[list[Campaign], list[Lever]]:
     session_id = frames.session_id
     campaigns: list[Campaign] = []
     levers: list[Lever] = []
-    for n, (goal, end) in enumerate(_campaign_goals(find_goals(frames.messages)), start=1):
-        campaign, found = _campaign(frames, goal, end, f"{session_id}#c{n}", vocab)
+    stated = frames.select(
+        "messages",
+        ["msg_idx", "role", "text"],
+        {"role": ["user", "assistant"]},
+        matching={"text": (DIGIT_SQL, _DIGIT)},
+    )
+    goals = _campaign_goals(find_goals(stated))
+    if not goals:
+        return campaigns, levers
+    shared = _SessionEvents(frames)
+    for n, (goal, end) in enumerate(goals, start=1):
+        campaign, found = _campaign(frames, shared, goal, end, f"{session_id}#c{n}", vocab)
         campaigns.append(campaign)
         levers.extend(found)
     return campaigns, levers
 
 
+class _SessionEvents:
+    """Events every campaign of a session sees, built once."""
+
+    def __init__(self, frames: SessionFrames) -> None:
+        self.frames = frames
+        self.failures = _failure_events(frames)
+        self.messages = frames.select(
+            "messages", ["msg_idx", "role", "text"], {"role": ["user", "assistant"]}
+        )
+        self.tool_calls = frames.select(
+            "tool_calls", ["msg_idx", "result_msg_idx", "command", "output"]
+        )
+        self._measures: dict[str, list[Event]] = {}
+
+    def measures(self, metric: str) -> list[Event]:
+        if metric not in self._measures:
+            self._measures[metric] = _measure_events(self.frames.measurements, [metric])
+        return self._measures[metric]
+
+
 def _campaign(
-    frames: SessionFrames, goal: Goal, end: int | None, campaign_id: str, vocab: Vocabulary
+    frames: SessionFrames,
+    shared: _SessionEvents,
+    goal: Goal,
+    end: int | None,
+    campaign_id: str,
+    vocab: Vocabulary,
 ) -> tuple[Campaign, list[Lever]]:
     family = _targets()["metric_families"][goal.family]
     metric = choose_metric(goal.family, frames.measurements)
     lower_better = bool(family["lower_is_better"])
     label = _primary_label(frames.measurements, metric)
     events = sorted(
-        _text_events(_window(frames.messages, goal.msg_idx, end), vocab)
+        _text_events(_window(shared.messages, goal.msg_idx, end), vocab)
         + _launch_events(_window(frames.launches, goal.msg_idx, end))
-        + _command_events(_window(frames.tool_calls, goal.msg_idx, end), vocab)
-        + _failure_events(frames)
-        + _measure_events(frames.measurements, [metric])
+        + _command_events(_window(shared.tool_calls, goal.msg_idx, end), vocab)
+        + shared.failures
+        + shared.measures(metric)
     )
     walk = _LeverWalk(vocab, frames.ref, label, lower_better)
     reference: dict[tuple[str, str | None], float] = {}

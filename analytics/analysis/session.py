@@ -12,11 +12,13 @@ columns and rows they look at through :meth:`SessionFrames.select`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from analytics.analysis.campaigns import find_campaigns
@@ -119,11 +121,14 @@ class SessionFrames:
         table: str,
         columns: Sequence[str],
         where: dict[str, Sequence[Any]] | None = None,
+        matching: dict[str, tuple[str, re.Pattern[str]]] | None = None,
     ) -> pd.DataFrame:
         """``columns`` of the rows of ``table`` whose column ``c`` is in ``where[c]``
-        (every condition must hold), in table order. Reads only those from the
-        database when the frames are bound and the table was not read yet."""
-        where = where or {}
+        and, for ``matching[c] = (re2, python)``, whose text in ``c`` contains a
+        match (the same pattern spelt for DuckDB and for Python), in table order.
+        Reads only those rows from the database when the frames are bound and the
+        table was not read yet."""
+        where, matching = where or {}, matching or {}
         if self._con is None or table in self._tables:
             df = self.table(table)
             if df.empty:
@@ -131,13 +136,20 @@ class SessionFrames:
             mask = pd.Series(True, index=df.index)
             for column, values in where.items():
                 mask &= df[column].isin(list(values))
+            for column, (_, pattern) in matching.items():
+                mask &= np.array([isinstance(v, str) and bool(pattern.search(v)) for v in df[column]])
             return df.loc[mask, list(columns)].reset_index(drop=True)
         conds = "".join(f" AND list_contains(?, {c})" for c in where)
+        conds += "".join(f" AND regexp_matches({c}, ?)" for c in matching)
         sql = (
             f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ?{conds} "
             f"ORDER BY {_order(table)}"
         )
-        params = [self._bound, *[list(v) for v in where.values()]]
+        params = [
+            self._bound,
+            *[list(v) for v in where.values()],
+            *[re2 for re2, _ in matching.values()],
+        ]
         return self._con.execute(sql, params).df()
 
     # -- lookups -------------------------------------------------------------

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import bashlex  # type: ignore[import-untyped]
+import bashlex
 
 LOOP_KEYWORDS = ("for", "while", "until")
 _OPENERS = {"do", "then", "else", "{", "!", "(", "elif", "if"}
@@ -174,7 +174,7 @@ def _walk(node: object, script: ShellScript, loops: tuple[int, ...], cond: bool,
     for part in parts:
         if getattr(part, "kind", "") in ("operator", "pipe"):
             if last is not None:
-                last.next_op = part.op if part.kind == "operator" else "|"  # type: ignore[attr-defined]
+                last.next_op = part.op if part.kind == "operator" else "|"
             continue
         before = len(script.commands)
         _walk(part, script, loops, cond, nested)

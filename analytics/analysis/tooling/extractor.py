@@ -93,40 +93,59 @@ class ToolingExtractor:
                     log_ts=ev.log_ts,
                 )
             )
+        out = facts.measurements
         for num in scan.numbers:
-            facts.measurements.append(
-                Measurement(
-                    session_id=session_id,
-                    msg_idx=msg_idx,
-                    metric=num.metric,
-                    value=num.value,
-                    unit=num.unit,
-                    label=num.label,
-                    source=num.source,
+            out.append(
+                _measurement(
+                    session_id, msg_idx, num.metric, num.value, num.unit, num.label, num.source
                 )
             )
         launch_idx = self.current.msg_idx if self.current else None
         for b in benchmark_numbers(text, call.command, launch_idx):
-            facts.measurements.append(
-                Measurement(
-                    session_id=session_id,
-                    msg_idx=msg_idx,
-                    metric=b.metric,
-                    value=b.value,
-                    unit=b.unit,
-                    label=b.label,
-                    source=b.source,
-                )
+            out.append(
+                _measurement(session_id, msg_idx, b.metric, b.value, b.unit, b.label, b.source)
             )
         for g in gpu_numbers(text, call.command):
-            facts.measurements.append(
-                Measurement(
-                    session_id=session_id,
-                    msg_idx=msg_idx,
-                    metric=g.metric,
-                    value=g.value,
-                    unit=g.unit,
-                    label=g.label,
-                    source="nvidia_smi",
-                )
+            out.append(
+                _measurement(session_id, msg_idx, g.metric, g.value, g.unit, g.label, "nvidia_smi")
             )
+
+
+_MEASUREMENT_FIELDS = frozenset(Measurement.model_fields)
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _measurement(
+    session_id: str,
+    msg_idx: int,
+    metric: str,
+    value: float,
+    unit: str | None,
+    label: str | None,
+    source: str,
+) -> Measurement:
+    """A ``Measurement`` without re-validation: every caller passes values of the declared types
+    (``value`` is always a ``float()``), and an output can hold thousands of numbers.
+
+    Equal to ``Measurement(**fields)`` in every way (``__dict__``, fields set, no extras or
+    private attributes): what ``model_construct`` does, without its per-call overhead.
+    """
+    m = _new(Measurement)
+    _set(
+        m,
+        "__dict__",
+        {
+            "session_id": session_id,
+            "msg_idx": msg_idx,
+            "metric": metric,
+            "value": value,
+            "unit": unit,
+            "label": label,
+            "source": source,
+        },
+    )
+    _set(m, "__pydantic_fields_set__", set(_MEASUREMENT_FIELDS))
+    _set(m, "__pydantic_extra__", None)
+    _set(m, "__pydantic_private__", None)
+    return m

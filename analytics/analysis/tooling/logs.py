@@ -1,7 +1,9 @@
 """SGLang and vLLM log-line recognisers: prefixes, startup milestones, periodic metrics.
 
-Signatures live in ``data/log_signatures_v1.json``. Work is linear: outputs are read line by
-line, a line is checked for literal needles first and a regex runs only on lines that hold one.
+Signatures live in ``data/log_signatures_v1.json``. Work is linear: one compiled search over the
+whole output finds the lines that can matter (those holding a literal needle, and those whose
+prefix names an engine); every other line is skipped at C speed. What a line yields depends only
+on its prefix-stripped message, so that part is cached: polling loops re-read the same log tail.
 Lines longer than ``MAX_LINE`` are not log lines; only failure needles are searched in them.
 """
 
@@ -11,7 +13,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -21,6 +23,8 @@ MAX_LINE = 16_000
 MAX_RESULTS = 5_000
 """Numbers kept per output; events (deduplicated) are always collected."""
 DETAIL_CHARS = 240
+LINE_CACHE = 16_384
+"""Distinct prefix-stripped messages whose findings are remembered (least recently used go)."""
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 SGLANG_PREFIX = re.compile(
@@ -56,7 +60,7 @@ class EventHit:
     log_ts: str | None
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class NumberHit:
     metric: str
     value: float
@@ -93,6 +97,14 @@ def parse_prefix(line: str) -> LogLine:
     """Strip ANSI codes and an SGLang / vLLM / uvicorn prefix from one line."""
     if "\x1b" in line:
         line = ANSI.sub("", line)
+    engine, message, log_ts, ranks, process = _split_prefix(line)
+    return LogLine(
+        engine, message, log_ts, {k: int(v) for k, v in _RANK.findall(ranks)}, process
+    )
+
+
+def _split_prefix(line: str) -> tuple[str | None, str, str | None, str, str | None]:
+    """(engine, message, log_ts, SGLang rank text, vLLM process) of an ANSI-free line."""
     process = None
     if line.startswith("("):
         m = VLLM_PROC.match(line)
@@ -102,16 +114,15 @@ def parse_prefix(line: str) -> LogLine:
     if line.startswith("[") and line[1:5].isdigit():
         m = SGLANG_PREFIX.match(line)
         if m:
-            ranks = {k: int(v) for k, v in _RANK.findall(m.group(2))}
-            return LogLine("sglang", line[m.end() :], m.group(1), ranks)
+            return "sglang", line[m.end() :], m.group(1), m.group(2), process
     if line[:1] in "DIWEC":
         m = VLLM_PREFIX.match(line)
         if m:
-            return LogLine("vllm", line[m.end() :], m.group(2), process=process)
+            return "vllm", line[m.end() :], m.group(2), "", process
         m = UVICORN_PREFIX.match(line)
         if m:
-            return LogLine("vllm" if process else None, line[m.end() :], process=process)
-    return LogLine("vllm" if process else None, line, process=process)
+            return "vllm" if process else None, line[m.end() :], None, "", process
+    return "vllm" if process else None, line, None, "", process
 
 
 # --------------------------------------------------------------------------- signatures
@@ -140,6 +151,19 @@ def _any_needle() -> re.Pattern[str]:
     needles |= {spec["needle"] for spec in sigs["batch_lines"].values()}
     needles |= {sig.needle for sig in failure_signatures()}
     return re.compile("|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
+
+
+@cache
+def _line_of_interest() -> re.Pattern[str]:
+    """Lines that can matter: a needle anywhere, or (at a line start) a prefix naming an engine.
+
+    The prefix alternatives are a superset of what ``_split_prefix`` accepts; a hit is only a
+    candidate and the line is then parsed exactly. Valid for ANSI-free text only.
+    """
+    engine_start = (
+        r"(?<![^\r\n])(?:\(\w+ pid=\d+\) |\[\d{4}-|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d)"
+    )
+    return re.compile(f"{engine_start}|{_any_needle().pattern}")
 
 
 def _compose_cuda_graph(m: re.Match[str]) -> str:
@@ -208,11 +232,10 @@ def _batch_line(msg: str, spec: dict[str, Any]) -> list[NumberHit]:
     for part in msg[msg.find(spec["needle"]) :].split(","):
         key, sep, text = part.rpartition(":")
         if sep:
-            key = key.rsplit(": ", 1)[-1].rsplit(". ", 1)[-1]
-            pairs[_KEY_LEAD.sub("", key).strip()] = text.strip()
+            pairs[_batch_key(key)] = text
     label = None
     if spec["label_key"] and spec["label_key"] in pairs:
-        count = _NUMBER.match(pairs[spec["label_key"]])
+        count = _NUMBER.match(pairs[spec["label_key"]].strip())
         if count:
             label = f"{spec['label']}={int(float(count.group()))}"
     out: list[NumberHit] = []
@@ -220,18 +243,29 @@ def _batch_line(msg: str, spec: dict[str, Any]) -> list[NumberHit]:
         raw = pairs.get(name)
         if raw is None:
             continue
-        value: float
-        if raw in ("True", "False"):
-            value = 1.0 if raw == "True" else 0.0
-        else:
-            m = _NUMBER.match(raw)
-            if not m:
-                continue
-            value = float(m.group())
+        value = _batch_value(raw)
+        if value is None:
+            continue
         if unit == "fraction_from_%":
             value, unit = value / 100.0, None
         out.append(NumberHit(metric, value, unit, label, spec["source"]))
     return out
+
+
+@lru_cache(maxsize=4096)
+def _batch_key(key: str) -> str:
+    """``[… TP0] Decode batch. #token`` -> ``#token`` (keys are a small vocabulary: cached)."""
+    key = key.rsplit(": ", 1)[-1].rsplit(". ", 1)[-1]
+    return _KEY_LEAD.sub("", key).strip()
+
+
+@lru_cache(maxsize=4096)
+def _batch_value(raw: str) -> float | None:
+    raw = raw.strip()
+    if raw in ("True", "False"):
+        return 1.0 if raw == "True" else 0.0
+    m = _NUMBER.match(raw)
+    return float(m.group()) if m else None
 
 
 # --------------------------------------------------------------------------- whole outputs
@@ -241,35 +275,106 @@ def scan_log(text: str, context_engine: str = "sglang") -> LogScan:
     """Events (deduplicated per output) and numbers in a tool output holding server logs."""
     scan = LogScan()
     seen: set[tuple[str, str, str | None]] = set()
+    if "\x1b" in text:
+        _scan_lines(text, context_engine, scan, seen)
+        return scan
     engine = context_engine
+    has_cr = "\r" in text
+    rx = _line_of_interest()
+    pos, n = 0, len(text)
+    while pos < n:
+        m = rx.search(text, pos)
+        if m is None:
+            break
+        p = m.start()
+        if has_cr:
+            start = max(text.rfind("\n", pos, p), text.rfind("\r", pos, p), pos - 1) + 1
+            eol = _EOL.search(text, p)
+            end = n if eol is None else eol.start()
+        else:
+            start = max(text.rfind("\n", pos, p), pos - 1) + 1
+            end = text.find("\n", p)
+            end = n if end < 0 else end
+        if end - start > MAX_LINE:
+            _long_line(text[start:end], engine, scan, seen)
+        else:
+            engine = _scan_line(text[start:end], engine, scan, seen)
+        pos = end + 1
+    return scan
+
+
+_EOL = re.compile(r"[\r\n]")
+
+
+def _scan_lines(
+    text: str, engine: str, scan: LogScan, seen: set[tuple[str, str, str | None]]
+) -> None:
+    """Every line in turn: the path for text holding ANSI codes, which can hide needles."""
     for raw in iter_lines(text):
         if len(raw) > MAX_LINE:
             _long_line(raw, engine, scan, seen)
+        elif raw:
+            engine = _scan_line(ANSI.sub("", raw) if "\x1b" in raw else raw, engine, scan, seen)
+
+
+def _scan_line(
+    raw: str, engine: str, scan: LogScan, seen: set[tuple[str, str, str | None]]
+) -> str:
+    """Add one ANSI-free line's findings to ``scan``; returns the engine in force after it."""
+    line_engine, msg, log_ts, _, _ = _split_prefix(raw)
+    if line_engine:
+        engine = line_engine
+        scan.engines_seen.add(line_engine)
+    facts = _line_facts(msg)
+    if facts is None:
+        return engine
+    events, failures, numbers = facts
+    for sig_engine, event, by_engine, detail in events:
+        ev_engine = sig_engine if sig_engine != "any" else engine
+        if by_engine:
+            event = by_engine.get(ev_engine, event)
+        key: tuple[str, str, str | None] = (ev_engine, event, None)
+        if key not in seen:
+            seen.add(key)
+            scan.events.append(EventHit(ev_engine, event, detail, log_ts))
+    for f_engine, event, detail in failures:
+        f_engine = f_engine if f_engine != "any" else engine
+        key = (f_engine, event, detail)
+        if key not in seen:
+            seen.add(key)
+            scan.events.append(EventHit(f_engine, event, detail, log_ts))
+    if numbers and len(scan.numbers) < MAX_RESULTS:
+        scan.numbers.extend(numbers)
+    return engine
+
+
+_EventTemplate = tuple[str, str, "dict[str, str] | None", "str | None"]
+_LineFacts = tuple[
+    tuple[_EventTemplate, ...], tuple[tuple[str, str, str], ...], tuple[NumberHit, ...]
+]
+
+
+@lru_cache(maxsize=LINE_CACHE)
+def _line_facts(msg: str) -> _LineFacts | None:
+    """What a prefix-stripped message yields before engine context is applied (None: nothing)."""
+    if not _any_needle().search(msg):
+        return None
+    events: list[_EventTemplate] = []
+    for sig in _signatures()["events"]:
+        if sig["needle"] not in msg:
             continue
-        if not raw:
-            continue
-        line = parse_prefix(raw)
-        if line.engine:
-            engine = line.engine
-            scan.engines_seen.add(line.engine)
-        if not _any_needle().search(line.message):
-            continue
-        for hit in line_events(line, engine):
-            key: tuple[str, str, str | None] = (hit.engine, hit.event, None)
-            if key not in seen:
-                seen.add(key)
-                scan.events.append(hit)
-        for fail in failure_hits(line.message):
-            f_engine = fail.engine if fail.engine != "any" else engine
-            key = (f_engine, fail.event, fail.detail or fail.text)
-            if key not in seen:
-                seen.add(key)
-                scan.events.append(
-                    EventHit(f_engine, fail.event, fail.detail or fail.text, line.log_ts)
-                )
-        if len(scan.numbers) < MAX_RESULTS:
-            scan.numbers.extend(line_numbers(line))
-    return scan
+        event = sig["event"]
+        if sig["_rx"] is not None:
+            m = sig["_rx"].search(msg)
+            if not m:
+                continue
+            if sig.get("compose") == "cuda_graph":
+                event = _compose_cuda_graph(m)
+        detail = msg[:DETAIL_CHARS].strip() or None
+        events.append((sig["engine"], event, sig.get("event_by_engine"), detail))
+    failures = tuple((f.engine, f.event, f.detail or f.text) for f in failure_hits(msg))
+    numbers = tuple(line_numbers(LogLine(None, msg)))
+    return tuple(events), failures, numbers
 
 
 def _long_line(
