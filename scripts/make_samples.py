@@ -40,6 +40,9 @@ def validate(rel: str, content: str) -> int:
     return content.count("\n") - 1  # tsv rows without the header
 
 
+HINTS = Path(__file__).resolve().parents[1] / "data" / "gold" / "sample_hints.tsv"
+
+
 def hints_tsv(results: list[Result]) -> str:
     rows = ["file\tsource_id\ttag\tnote"]
     for res in results:
@@ -57,7 +60,6 @@ def main() -> int:
     files: dict[str, str] = {}
     for res in results:
         files.update(res.files)
-    files["gold_hints.tsv"] = hints_tsv(results)
     for rel, content in sorted(files.items()):
         n = validate(rel, content)
         print(f"{rel:<90} {n:>6} records  {len(content.encode()):>9} bytes")
@@ -66,9 +68,13 @@ def main() -> int:
                or (args.out / rel).read_text(encoding="utf-8") != c]
         for rel in bad:
             print(f"Error: {rel} differs from the generator output; run python scripts/make_samples.py", file=sys.stderr)
-        return 1 if bad else 0
+        hints_ok = HINTS.exists() and HINTS.read_text(encoding="utf-8") == hints_tsv(results)
+        if not hints_ok:
+            print(f"Error: {HINTS} differs from the generator output", file=sys.stderr)
+        return 1 if bad or not hints_ok else 0
     write_tree(args.out, files)
-    print(f"hints: {sum(len(r.hints) for r in results)}  ->  {args.out / 'gold_hints.tsv'}")
+    HINTS.write_text(hints_tsv(results), encoding="utf-8")
+    print(f"hints: {sum(len(r.hints) for r in results)}  ->  {HINTS}")
     return 0
 
 

@@ -84,7 +84,7 @@ class Ids:
 
 @dataclass
 class Hint:
-    """One deliberately placed tagged moment, written to gold_hints.tsv."""
+    """One deliberately placed tagged moment, written to data/gold/sample_hints.tsv."""
 
     file: str
     source_id: str

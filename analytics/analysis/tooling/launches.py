@@ -38,6 +38,10 @@ _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 _NUMBER = re.compile(r"-\d+(\.\d+)?")
 _VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_QUOTING = str.maketrans("", "", "\\'\"\n")
+"""Characters the lexer can remove from between the letters of one word."""
+_ASSIGN_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+MAX_NAMES_CHECKED = 256
 _SSH_OPTS_WITH_ARG = frozenset("bcDEeFIiJLlmOopQRSWw")
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _SEARCH_LAUNCHERS = frozenset(
@@ -99,13 +103,16 @@ class ScriptMemory:
     def __init__(self) -> None:
         self._files: dict[tuple[str | None, str], str] = {}
         self._by_name: dict[str, list[tuple[str | None, str]]] = {}
+        self._unquoted_names: set[str] = set()
 
     def remember(self, path: str, body: str, host: str | None = None) -> None:
         key = (host, posixpath.normpath(path))
         self._files[key] = body
-        names = self._by_name.setdefault(posixpath.basename(key[1]), [])
+        name = posixpath.basename(key[1])
+        names = self._by_name.setdefault(name, [])
         if key not in names:
             names.append(key)
+        self._unquoted_names.add(name.translate(_QUOTING))
 
     def lookup(self, path: str, host: str | None = None) -> str | None:
         norm = posixpath.normpath(path)
@@ -120,6 +127,16 @@ class ScriptMemory:
     def __len__(self) -> int:
         return len(self._files)
 
+    def may_be_named_in(self, unquoted: str) -> bool:
+        """False only if no remembered file can be looked up from a command whose text, with
+        ``_QUOTING`` characters removed, is ``unquoted`` (a lookup needs the file's base name)."""
+        names = self._unquoted_names
+        if not names:
+            return False
+        if len(names) > MAX_NAMES_CHECKED or not names.isdisjoint(("", ".", "..")):
+            return True
+        return any(name in unquoted for name in names)
+
 
 # --------------------------------------------------------------------------- public API
 
@@ -128,7 +145,10 @@ def parse_launches(
     command: str, scripts: ScriptMemory | None = None, host: str | None = None
 ) -> list[LaunchSpec]:
     """Every server launch in a shell snippet (scripts in ``scripts`` are followed)."""
-    walker = _Walker(scripts if scripts is not None else ScriptMemory())
+    scripts = scripts if scripts is not None else ScriptMemory()
+    if not _may_matter(command, scripts):
+        return []
+    walker = _Walker(scripts)
     walker.walk(command, host, {}, 0)
     return walker.found
 
@@ -173,6 +193,25 @@ def flag_changes(before: Launch, after: Launch) -> dict[str, object]:
         for k in sorted(old.keys() | new.keys())
         if old.get(k) != new.get(k)
     }
+
+
+def _may_matter(command: str, scripts: ScriptMemory) -> bool:
+    """False only when walking ``command`` can neither find a launch nor write or run a script,
+    decided without lexing: most commands (``tail``, ``curl``, ``grep``) are skipped here.
+
+    Checked on the text without quotes, backslashes and newlines, so quoting cannot split a
+    word; ``$VAR`` expansion can build words, so a snippet that assigns and expands is walked.
+    """
+    s = command.translate(_QUOTING)
+    if "launch_server" in s or "api_server" in s:
+        return True
+    if "serve" in s and ("sglang" in s or "vllm" in s):
+        return True
+    if "<<" in s or (">" in s and ("echo" in s or "printf" in s)):
+        return True
+    if "$" in s and _ASSIGN_LIKE.search(s):
+        return True
+    return scripts.may_be_named_in(s)
 
 
 # --------------------------------------------------------------------------- walking commands
