@@ -18,3 +18,11 @@ def test_ruff_is_clean() -> None:
         cwd=ROOT, capture_output=True, text=True,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.skipif(shutil.which("mypy") is None, reason="mypy not installed")
+def test_mypy_is_clean() -> None:
+    res = subprocess.run(
+        ["mypy", "analytics", "app"], cwd=ROOT, capture_output=True, text=True,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -264,7 +264,9 @@ def _occurrences(
 def _load_plugins(specs: list[dict[str, Any]]) -> list[tuple[str, tuple[str, ...], Any]]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    by_name = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+    by_name: dict[str, Any] = {
+        cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()
+    }
     plugins = []
     for spec in specs:
         if spec["plugin"] not in by_name:
