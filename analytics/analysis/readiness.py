@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -164,6 +165,8 @@ class _Call:
     command: str
     status: object
     only: bool  # the only call its message makes
+    runs_tests: bool  # its command runs a test suite
+    calls_model: bool  # its command calls a generation endpoint
 
 
 def _sorted_idx(values: Any) -> np.ndarray:
@@ -181,10 +184,10 @@ class _Evidence:
             "tags", ["msg_idx", "tag"], {"tag": ["smoke_test", "benchmark", "launch"]}
         )
         by_tag: dict[str, set[int]] = {t: set() for t in ("smoke_test", "benchmark", "launch")}
-        for i, t in zip(tags["msg_idx"], tags["tag"], strict=True):
+        for i, t in zip(tags["msg_idx"].tolist(), tags["tag"].tolist(), strict=True):
             by_tag[str(t)].add(int(i))
         self.smoke, self.bench = by_tag["smoke_test"], by_tag["benchmark"]
-        launched = frames.select("launches", ["msg_idx"])["msg_idx"]
+        launched = frames.select("launches", ["msg_idx"])["msg_idx"].tolist()
         self.launch_idx = _sorted_idx([*launched, *by_tag["launch"]])
         self._server(frames)
         self._calls(frames, np.array(claims, dtype=np.int64))
@@ -196,7 +199,8 @@ class _Evidence:
         self.from_events = not se.empty
         events = config().events
         self.server: list[Signal] = []
-        for msg, event, detail in zip(se["msg_idx"], se["event"], se["detail"], strict=True):
+        columns = (se["msg_idx"].tolist(), se["event"].tolist(), se["detail"].tolist())
+        for msg, event, detail in zip(*columns, strict=True):
             kind = next((k for k in _SERVER_KINDS if event in events[k]), None)
             if kind:
                 text = f": {_short(detail)}" if isinstance(detail, str) and detail else ""
@@ -207,23 +211,31 @@ class _Evidence:
         tc = frames.select(
             "tool_calls", ["msg_idx", "call_id", "result_msg_idx", "command", "status"]
         )
-        msgs = [int(m) for m in tc["msg_idx"]]
-        counts: dict[int, int] = {}
-        for m in msgs:
-            counts[m] = counts.get(m, 0) + 1
-        self.calls = [
-            _Call(
-                msg=m,
-                at=int(r) if pd.notna(r) else m,
-                call_id=str(cid),
-                command=str(cmd or ""),
-                status=status,
-                only=counts[m] == 1,
+        msgs = [int(m) for m in tc["msg_idx"].tolist()]
+        counts = Counter(msgs)
+        text = config().text
+        self.calls = []
+        for m, cid, r, cmd, status in zip(
+            msgs,
+            tc["call_id"].tolist(),
+            tc["result_msg_idx"].tolist(),
+            tc["command"].tolist(),
+            tc["status"].tolist(),
+            strict=True,
+        ):
+            command = str(cmd or "")
+            self.calls.append(
+                _Call(
+                    msg=m,
+                    at=int(r) if r is not None and r == r else m,  # r != r: NaN
+                    call_id=str(cid),
+                    command=command,
+                    status=status,
+                    only=counts[m] == 1,
+                    runs_tests=bool(text["test_command"].search(command)),
+                    calls_model=bool(_SMOKE_COMMAND.search(command)),
+                )
             )
-            for m, cid, r, cmd, status in zip(
-                msgs, tc["call_id"], tc["result_msg_idx"], tc["command"], tc["status"], strict=True
-            )
-        ]
         self.call_msg = np.array(msgs, dtype=np.int64)
         self._checks: dict[int, tuple[Signal, str] | None] = {}
         self._text: dict[int, list[Signal]] = {}
@@ -248,9 +260,10 @@ class _Evidence:
         rows = frames.select(
             "tool_calls", ["msg_idx", "call_id", "output"], {"msg_idx": sorted({m for m, _ in wanted})}
         )
+        columns = (rows["msg_idx"].tolist(), rows["call_id"].tolist(), rows["output"].tolist())
         return {
             (int(m), str(c)): str(o or "")
-            for m, c, o in zip(rows["msg_idx"], rows["call_id"], rows["output"], strict=True)
+            for m, c, o in zip(*columns, strict=True)
             if (int(m), str(c)) in wanted
         }
 
@@ -258,14 +271,13 @@ class _Evidence:
 
     def _kind(self, call: _Call, output: str | None) -> str | None:
         """What check a call is; with ``output`` None, whether it may be one at all."""
-        cfg = config().text
-        if cfg["test_command"].search(call.command):
+        if call.runs_tests:
             return "tests"
         if (call.msg in self.bench or call.at in self.bench) and (
-            call.only or output is None or cfg["benchmark_done"].search(output)
+            call.only or output is None or config().text["benchmark_done"].search(output)
         ):
             return "benchmark"
-        if _SMOKE_COMMAND.search(call.command) or (
+        if call.calls_model or (
             (call.msg in self.smoke or call.at in self.smoke) and call.only
         ):
             return "smoke test"

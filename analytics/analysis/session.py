@@ -182,9 +182,9 @@ class SessionFrames:
             return "?"
         if self._source_ids is None:
             rows = self.select("messages", ["msg_idx", "source_id"])
-            self._source_ids = {
-                int(i): str(s) for i, s in zip(rows["msg_idx"], rows["source_id"], strict=True)
-            }
+            self._source_ids = dict(
+                zip(rows["msg_idx"].tolist(), map(str, rows["source_id"].tolist()), strict=True)
+            )
         return self._source_ids.get(int(msg_idx), str(msg_idx))
 
     def ref(self, msg_idx: int | None) -> str:

@@ -165,7 +165,7 @@ def _read_objects(
             error: Exception | None = None
             if not isinstance(value, dict):
                 error = NotAnObjectError(f"not a JSON object but {type(value).__name__}")
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             value, error = None, exc
             end = _next_object_start(text, start)
         chunk = text[start:end]
@@ -192,8 +192,8 @@ def _spans_lines(path: Path, offset: int) -> bool:
         return False
     try:
         _, end = json.JSONDecoder().raw_decode(head, start)
-    except json.JSONDecodeError:
-        return False
+    except (json.JSONDecodeError, RecursionError):
+        return False  # nested beyond Python's recursion limit: not a pretty-printed file
     return "\n" in head[start:end]
 
 
