@@ -241,7 +241,9 @@ class _Evidence:
         self._text: dict[int, list[Signal]] = {}
         self.outputs = self._read_outputs(frames, claims)
 
-    def _read_outputs(self, frames: SessionFrames, claims: np.ndarray) -> dict[tuple[int, str], str]:
+    def _read_outputs(
+        self, frames: SessionFrames, claims: np.ndarray
+    ) -> dict[tuple[int, str], str]:
         """Output of the calls a verdict can read: those near a claim that may be a
         check (or all near ones when server signals come from the output text)."""
         if not len(self.calls) or not len(claims):
@@ -258,7 +260,9 @@ class _Evidence:
         if not wanted:
             return {}
         rows = frames.select(
-            "tool_calls", ["msg_idx", "call_id", "output"], {"msg_idx": sorted({m for m, _ in wanted})}
+            "tool_calls",
+            ["msg_idx", "call_id", "output"],
+            {"msg_idx": sorted({m for m, _ in wanted})},
         )
         columns = (rows["msg_idx"].tolist(), rows["call_id"].tolist(), rows["output"].tolist())
         return {
@@ -277,9 +281,7 @@ class _Evidence:
             call.only or output is None or config().text["benchmark_done"].search(output)
         ):
             return "benchmark"
-        if call.calls_model or (
-            (call.msg in self.smoke or call.at in self.smoke) and call.only
-        ):
+        if call.calls_model or ((call.msg in self.smoke or call.at in self.smoke) and call.only):
             return "smoke test"
         return None
 
@@ -378,9 +380,7 @@ def judge_claim(
     # Server observations printed in the claim's own message may be what it quotes;
     # its checks count as after the claim unless written before the claim's text.
     server_before = [
-        s
-        for s in ev.server_signals(lo, msg_idx + 1)
-        if s.msg_idx < msg_idx or s.kind != "failure"
+        s for s in ev.server_signals(lo, msg_idx + 1) if s.msg_idx < msg_idx or s.kind != "failure"
     ]
     own = ev.checks(msg_idx, msg_idx + 1)
     own_before = [s for s, cmd in own if _precedes_claim(message_text, claim_pos, cmd)]

@@ -183,6 +183,19 @@ def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> No
         """,
         [session_id, session_id],
     )
+    # Sessions without a native title are named by their first real user request.
+    con.execute(
+        """
+        UPDATE sessions SET title = (
+            SELECT left(trim(split_part(trim(text), chr(10), 1)), 100) FROM messages
+            WHERE session_id = $s AND role = 'user' AND NOT is_compaction_summary
+              AND length(trim(text)) > 0 AND NOT starts_with(ltrim(text), '<')
+              AND NOT starts_with(ltrim(text), '[Request interrupted')
+            ORDER BY msg_idx LIMIT 1)
+        WHERE session_id = $s AND (title IS NULL OR title = '')
+        """,
+        {"s": session_id},
+    )
 
 
 def load_contexts(

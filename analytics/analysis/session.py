@@ -137,7 +137,9 @@ class SessionFrames:
             for column, values in where.items():
                 mask &= df[column].isin(list(values))
             for column, (_, pattern) in matching.items():
-                mask &= np.array([isinstance(v, str) and bool(pattern.search(v)) for v in df[column]])
+                mask &= np.array(
+                    [isinstance(v, str) and bool(pattern.search(v)) for v in df[column]]
+                )
             return df.loc[mask, list(columns)].reset_index(drop=True)
         conds = "".join(f" AND list_contains(?, {c})" for c in where)
         conds += "".join(f" AND regexp_matches({c}, ?)" for c in matching)
