@@ -241,3 +241,18 @@ def save_annotation(
         clear_query_cache()
     st.success(f"Saved {n} label(s) for message #{msg_idx}.")
     return True
+
+
+TABLE_ROW_CAP = 1000
+"""Rows sent to the browser per table; the rest stay one SQL query away."""
+
+
+def capped(df: pd.DataFrame, what: str = "rows") -> pd.DataFrame:
+    """The first TABLE_ROW_CAP rows, with a caption saying how many were left out."""
+    if len(df) <= TABLE_ROW_CAP:
+        return df
+    st.caption(
+        f"Showing the first {TABLE_ROW_CAP:,} of {len(df):,} {what}; "
+        "use the SQL page for all of them."
+    )
+    return df.head(TABLE_ROW_CAP)

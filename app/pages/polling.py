@@ -22,7 +22,7 @@ link = {"open": ui.link_column()}
 st.subheader("Polling loops")
 st.dataframe(polling_by_outcome(loops), hide_index=True, key="polling-outcomes")
 st.dataframe(
-    with_session_links(loops),
+    with_session_links(ui.capped(loops, "loops")),
     hide_index=True,
     key="polling-loops",
     column_order=[
@@ -44,7 +44,7 @@ st.dataframe(
 st.subheader("Aborts")
 st.caption("Each user abort and the tool call it interrupted.")
 st.dataframe(
-    with_session_links(stops),
+    with_session_links(ui.capped(stops, "aborts")),
     hide_index=True,
     key="polling-aborts",
     column_order=[
@@ -67,7 +67,7 @@ st.caption(
     "reply_after_s: how long until the assistant answered."
 )
 st.dataframe(
-    with_session_links(checkins),
+    with_session_links(ui.capped(checkins, "check-ins")),
     hide_index=True,
     key="polling-checkins",
     column_order=[

@@ -16,7 +16,7 @@ for col, (verdict, n) in zip(
     col.metric(verdict, n)
 
 picked = st.multiselect("Verdict", list(VERDICTS), key="readiness-verdicts")
-shown = ui.query(claims, tuple(picked))
+shown = ui.capped(ui.query(claims, tuple(picked)), "claims")
 if shown.empty:
     st.info("No readiness claims match.")
     st.stop()
