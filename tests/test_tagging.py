@@ -481,3 +481,44 @@ def test_bad_rules_name_the_problem(tmp_path: Path, line: str, needle: str) -> N
     rules.write_text(line + "\n")
     with pytest.raises(RuleError, match=needle):
         Tagger(extra_rules=rules).tag([ctx("user", "hi")])
+
+
+# --- prefilter: trigger regexes and windows ------------------------------------
+
+
+def test_windowed_prose_keeps_offsets(tagger: Tagger) -> None:
+    filler = "The decode step runs with the usual batch settings here. " * 40
+    text = filler + "The root cause is the sparse decode kernel. " + filler
+    tags = [t for t in tagger.tag([ctx("assistant", text)]) if t.tag == "diagnosis"]
+    assert tags and text[tags[0].start_char : tags[0].end_char] == tags[0].evidence
+    assert tags[0].evidence.lower().startswith("root cause")
+
+
+def test_no_trigger_no_spacy() -> None:
+    t = Tagger()
+    t.tag([ctx("assistant", "Running the sweep at concurrency 16 next, with chunked prefill 2048.")])
+    assert not t._piece_cache
+
+
+def test_triggers_cover_every_shipped_pattern() -> None:
+    """Each prose rule's trigger regex fires on a text the rule itself matches."""
+    from analytics.analysis.tagging.components import PATTERNS_DIR, read_jsonl
+    from analytics.analysis.tagging.triggers import trigger_regexes, variants
+
+    t = Tagger()
+    for row in read_jsonl(PATTERNS_DIR / "prose.jsonl"):
+        seqs = variants(row["pattern"])
+        assert seqs is not None, row["id"]
+        regexes = trigger_regexes(seqs)
+        matcher = t.nlp.get_pipe("tag_patterns")
+        assert regexes and matcher is not None
+    # untranslatable attributes mean "always a candidate", never a silent miss
+    assert variants([{"POS": "VERB"}, {"LOWER": "because"}]) is None
+
+
+def test_failure_context_unlocks_weak_cause(tagger: Tagger) -> None:
+    text = "The model is a hybrid: besides the KV cache it needs a state pool per running request."
+    assert not has(tagger, ctx("assistant", text), "diagnosis")
+    err = call("python -m sglang.launch_server --model m", idx=0, output="RuntimeError: Not enough memory. Please try to increase --mem-fraction-static", status="completed", exit_code=1, result_msg_idx=1)
+    found = tags_of(tagger, ctx("assistant", "Launching.", 0, calls=[err]), ctx("tool", "", 1, results=[err]), ctx("assistant", text, 2))
+    assert (1, "error") in found and (2, "diagnosis") in found

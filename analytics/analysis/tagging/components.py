@@ -9,7 +9,9 @@
 
 Each component keeps ``match(doc)`` (what it found) apart from
 ``set_annotations(doc, result)`` (writing it). The message role travels in
-``doc.user_data["role"]``.
+``doc.user_data["role"]``; ``doc.user_data["quoted"]`` (quoted character ranges, when the
+doc is a window of a longer text) and ``doc.user_data["failure_context"]`` (the message
+follows an error or opens with one: weak causal cues then count) are optional.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
 from spacy.tokens import Doc, Span
+
+from analytics.analysis.tagging.triggers import Step, variants
 
 PATTERNS_DIR = Path(__file__).with_name("patterns")
 SPANS_KEY = "tags"
@@ -84,6 +88,8 @@ class PatternTagger:
         self.matchers: dict[str, tuple[Matcher, PhraseMatcher]] = {}
         """One matcher pair per role, so long assistant texts never run the user rules."""
         self.rules: dict[str, dict[str, Any]] = {}
+        self.triggers: dict[str, dict[str, list[list[list[Step]] | None]]] = {}
+        """role -> label -> the prefilter token sequences of each rule (None: cannot be prefiltered)."""
         for p in paths or [str(PATTERNS_DIR / "prose.jsonl")]:
             for row in read_jsonl(Path(p)):
                 if "pattern" in row:
@@ -99,7 +105,9 @@ class PatternTagger:
             "roles": frozenset(row.get("roles", ["user", "assistant"])),
         }
         pat = row["pattern"]
+        trigger = variants(pat)
         for role in self.rules[key]["roles"]:
+            self.triggers.setdefault(role, {}).setdefault(row["label"], []).append(trigger)
             if role not in self.matchers:
                 self.matchers[role] = (
                     Matcher(self.vocab, validate=True),
@@ -208,6 +216,11 @@ def quoted_regions(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _QUOTED.finditer(text)]
 
 
+CONSEQUENCE_RULES = frozenset({"diagnosis:so:weak", "diagnosis:which-means:weak"})
+"""Weak rules that a failure context does not unlock: after an error, ", so …" mostly
+introduces the next action, not a cause."""
+
+
 class ProseFilter:
     """Keeps only diagnosis / readiness spans that assert something in the author's own voice."""
 
@@ -249,15 +262,21 @@ class ProseFilter:
         # diagnosis
         if any(w in self.speculation for w in before[-6:]):
             return False
-        if before[-2:] in (["let", "me"], ["let", "'s"]) or (before and before[-1] in ("check", "see")):
+        if before[-2:] in (["let", "me"], ["let", "'s"]) or (
+            before and before[-1] in ("check", "see", "find", "identify", "locate", "investigate", "profile")
+        ):
             return False
         if span.id_.endswith(":weak"):
+            if span.doc.user_data.get("failure_context") and span.id_ not in CONSEQUENCE_RULES:
+                return True  # right after an error, or in a message that opens with one
             words = {t.lower_ for t in sent}
             return bool(words & self.failure)
         return True
 
     def match(self, doc: Doc) -> list[Span]:
-        regions = quoted_regions(doc.text)
+        regions = doc.user_data.get("quoted")
+        if regions is None:
+            regions = quoted_regions(doc.text)
         keep = []
         for span in doc.spans.get(self.spans_key, []):
             if span.label_ not in self.LABELS or self._keep(span, regions):

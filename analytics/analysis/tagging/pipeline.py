@@ -21,6 +21,8 @@ from analytics.analysis.tagging.components import (
     SPANS_KEY,
     RuleError,
     build_nlp,
+    lexicon,
+    quoted_regions,
     read_jsonl,
     validate_prose_rule,
 )
@@ -32,6 +34,7 @@ from analytics.analysis.tagging.tools import (
     load_extra_regex_rules,
     message_error,
 )
+from analytics.analysis.tagging.triggers import WINDOW_CHARS, trigger_regexes, windows
 from analytics.models import MessageContext, Tag
 
 RULES_VERSION = "1.0"
@@ -39,6 +42,18 @@ MAX_PROSE_CHARS = 4000
 """Prose longer than this is cut before tokenising (tags are about what a message opens with)."""
 PIPE_BATCH = 64
 PROSE_ROLES = ("user", "assistant")
+SHORT_PROSE_CHARS = 2 * WINDOW_CHARS
+"""Prose up to this long is tokenised whole when it has a trigger hit; longer prose in windows."""
+WHOLE_MESSAGE_LABELS = frozenset({"user_checkin"})
+"""Labels whose gate judges the whole message (the check-in gate looks at every word)."""
+PIECE_CACHE_SIZE = 50_000
+"""Distinct prose windows whose spans are remembered (per Tagger)."""
+_WORD = re.compile(r"\S+")
+_PieceKey = tuple[str, str, tuple[tuple[int, int], ...], bool]
+"""(role, window text, quoted regions inside it, failure context)"""
+OPENER_CHARS = 200
+"""How much of a message's start is read for a failure opener."""
+_SENT_END = re.compile(r"[.!?:\n]")
 
 
 def _patterns_hash(extra: Path | None) -> str:
@@ -75,6 +90,14 @@ class Tagger:
             re.compile(r["regex"], re.S | re.M) for r in read_jsonl(PATTERNS_DIR / "context.jsonl")
         ]
         self._nlp: Language | None = None
+        opener = sorted(lexicon()["failure_opener"], key=len, reverse=True)
+        self._opener = re.compile(r"\b(?:" + "|".join(map(re.escape, opener)) + r")\b")
+        self._piece_cache: dict[_PieceKey, list[tuple[str, str, str, int, int]]] = {}
+        self._trigger_cache: dict[str, list[tuple[frozenset[str], list[re.Pattern[str]] | None]]] = {}
+
+    @property
+    def _checkin_max(self) -> int:
+        return int(self.nlp.get_pipe("checkin_gate").max_tokens)  # type: ignore[attr-defined]
 
     @property
     def nlp(self) -> Language:
@@ -109,10 +132,9 @@ class Tagger:
         for idx, call in background_rechecks(batch).items():
             evidence = f"{call.tool} {call.input or ''}"[:200]
             add(by_idx[idx], idx, Hit("polling_loop", "polling:background", evidence, 0, 0))
-        for ctx, doc in self._docs(batch):
-            for span in doc.spans.get(SPANS_KEY, []):
-                hit = Hit(span.label_, span.id_, span.text, span.start_char, span.end_char)
-                add(ctx, ctx.message.msg_idx, hit)
+        errors = {idx for idx, label in found if label == "error"}
+        for ctx, hit in self._prose_hits(batch, errors):
+            add(ctx, ctx.message.msg_idx, hit)
         return sorted(found.values(), key=lambda t: (t.msg_idx, t.tag))
 
     # --- structure: markers, tool calls, results ---------------------------
@@ -177,24 +199,112 @@ class Tagger:
                 return None
         return text
 
-    def _docs(self, batch: list[MessageContext]) -> Iterator[tuple[MessageContext, Doc]]:
-        todo: list[tuple[MessageContext, str]] = []
+    # --- prose prefilter ----------------------------------------------------
+    def _triggers(self, role: str) -> list[tuple[frozenset[str], list[re.Pattern[str]] | None]]:
+        """(labels, prefilter regexes) for the prose rules of ``role``: whole-message labels
+        apart from the rest; None when a rule cannot be prefiltered."""
+        if role not in self._trigger_cache:
+            by_label = self.nlp.get_pipe("tag_patterns").triggers.get(role, {})  # type: ignore[attr-defined]
+            groups: list[tuple[frozenset[str], list[re.Pattern[str]] | None]] = []
+            for whole in (True, False):
+                labels = frozenset(k for k in by_label if (k in WHOLE_MESSAGE_LABELS) == whole)
+                rules = [r for k in labels for r in by_label[k]]
+                if not rules:
+                    continue
+                if any(r is None for r in rules):
+                    groups.append((labels, None))
+                else:
+                    groups.append((labels, trigger_regexes([v for r in rules if r for v in r])))
+            self._trigger_cache[role] = groups
+        return self._trigger_cache[role]
+
+    def _regions(self, ctx: MessageContext, text: str) -> list[tuple[int, int]]:
+        """Character ranges of ``text`` worth tokenising: none without a trigger hit, the
+        whole text when it is short or a whole-message rule fired, else windows around the hits."""
+        hits: list[tuple[int, int]] = []
+        lower = text.lower()
+        short = len(text) <= SHORT_PROSE_CHARS
+        for labels, regexes in self._triggers(ctx.message.role):
+            whole = labels <= WHOLE_MESSAGE_LABELS
+            if labels == {"user_checkin"} and _more_words_than(text, self._checkin_max):
+                continue  # the check-in gate drops it anyway
+            if regexes is None:
+                return [(0, len(text))]
+            for rx in regexes:
+                if (whole or short) and rx.search(lower):
+                    return [(0, len(text))]
+                if not (whole or short):
+                    hits.extend(m.span() for m in rx.finditer(lower))
+        return windows(text, sorted(hits)) if hits else []
+
+    def _failure_context(self, text: str) -> bool:
+        """The message opens with a failure ("Startup failed: …", "OOM at 0.9 …")."""
+        head = _SENT_END.split(text[:OPENER_CHARS].lower(), maxsplit=1)[0]
+        return self._opener.search(head) is not None
+
+    def _prose_hits(
+        self, batch: list[MessageContext], errors: set[int]
+    ) -> Iterator[tuple[MessageContext, Hit]]:
+        """Prose tags of ``batch``: trigger windows through spaCy (``nlp.pipe``), each
+        distinct window once (short messages such as "ok?" repeat a lot). ``errors``:
+        msg_idx of the records tagged ``error`` (an assistant message after one explains it)."""
+        todo: list[tuple[MessageContext, int, _PieceKey]] = []
+        fresh: dict[_PieceKey, None] = {}
+        after_error = False
         for ctx in batch:
             text = self.prose(ctx)
-            if text is not None:
-                todo.append((ctx, text))
-        if not todo:
-            return
+            failed = after_error
+            if ctx.message.msg_idx in errors:
+                after_error = True
+            elif text is not None and ctx.message.role == "assistant":
+                after_error = False
+            if text is None:
+                continue
+            failed = ctx.message.role == "assistant" and (failed or self._failure_context(text))
+            regions = self._regions(ctx, text)
+            if not regions:
+                continue
+            quoted = quoted_regions(text)
+            for a, b in regions:
+                inside = tuple((max(x, a) - a, min(y, b) - a) for x, y in quoted if x < b and y > a)
+                key: _PieceKey = (str(ctx.message.role), text[a:b], inside, failed)
+                todo.append((ctx, a, key))
+                if key not in self._piece_cache:
+                    fresh[key] = None
+        if fresh:
+            self._run_spacy(list(fresh))
+        for ctx, offset, key in todo:
+            for label, rule, evidence, start, end in self._piece_cache[key]:
+                yield ctx, Hit(label, rule, evidence, offset + start, offset + end)
+
+    def _run_spacy(self, keys: list[_PieceKey]) -> None:
         nlp = self.nlp
+        if len(self._piece_cache) + len(keys) > PIECE_CACHE_SIZE:
+            self._piece_cache.clear()
 
         def docs() -> Iterator[Doc]:
-            for ctx, text in todo:
+            for role, text, quoted, failed in keys:
                 doc = nlp.make_doc(text)
-                doc.user_data["role"] = ctx.message.role
+                doc.user_data["role"] = role
+                doc.user_data["quoted"] = list(quoted)
+                doc.user_data["failure_context"] = failed
                 yield doc
 
-        for (ctx, _), doc in zip(todo, nlp.pipe(docs(), batch_size=PIPE_BATCH), strict=True):
-            yield ctx, doc
+        for key, doc in zip(keys, nlp.pipe(docs(), batch_size=PIPE_BATCH), strict=True):
+            self._piece_cache[key] = [
+                (span.label_, span.id_, span.text, span.start_char, span.end_char)
+                for span in doc.spans.get(SPANS_KEY, [])
+            ]
+
+
+def _more_words_than(text: str, n: int) -> bool:
+    """True when ``text`` has more than ``n`` whitespace-separated words (each is >= 1 token)."""
+    count = 0
+    for _ in _WORD.finditer(text):
+        count += 1
+        if count > n:
+            return True
+    return False
 
 
 def _as_command(call: Any) -> Any:

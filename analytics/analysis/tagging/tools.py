@@ -83,7 +83,8 @@ class ToolRules:
             elif "regex" in row:
                 self.rules.append(_compile(row))
         self.markers = [
-            (r["where"], re.compile(r["regex"], re.M)) for r in read_jsonl(PATTERNS_DIR / "markers.jsonl")
+            (r["where"], re.compile(r["regex"], re.M), tuple(r.get("needs", [])))
+            for r in read_jsonl(PATTERNS_DIR / "markers.jsonl")
         ]
 
     # --- abort markers ---------------------------------------------------
@@ -95,10 +96,12 @@ class ToolRules:
             segments = [(0, text[:MARKER_SCAN]), (len(text) - MARKER_SCAN, text[-MARKER_SCAN:])]
         else:
             segments = [(0, text)]
-        for w, rx in self.markers:
+        for w, rx, needs in self.markers:
             if w != where:
                 continue
             for offset, segment in segments:
+                if needs and not any(n in segment for n in needs):
+                    continue
                 m = rx.search(segment)
                 if m:
                     return Hit("user_abort", f"abort:{where}", m.group(0), offset + m.start(), offset + m.end())
