@@ -84,6 +84,9 @@ def ingest(
     rules: Annotated[
         Path | None, typer.Option("--rules", help="Extra tag patterns (JSONL), see docs/custom_rules.md.")
     ] = None,
+    reanalyse: Annotated[
+        bool, typer.Option("--reanalyse", help="Re-tag and re-analyse unchanged files too.")
+    ] = False,
     no_redact: Annotated[
         bool, typer.Option("--no-redact", help="Store secrets as they are (not recommended).")
     ] = False,
@@ -101,17 +104,19 @@ def ingest(
         raise UsageError("give PATH… to ingest, or --discover")
     if no_redact:
         err.print("[yellow]Warning:[/yellow] --no-redact: secrets in transcripts are stored as is")
-    summary = _run_with_progress(run_ingest, targets, _db(db), format, not no_redact, rules)
+    summary = _run_with_progress(
+        run_ingest, targets, _db(db), format, not no_redact, rules, reanalyse=reanalyse
+    )
     _print_summary(summary)
     if summary.errors:
         raise typer.Exit(1)
 
 
-def _run_with_progress(run_ingest, targets, db, fmt, redact, rules):  # noqa: ANN001
+def _run_with_progress(run_ingest, targets, db, fmt, redact, rules, **kw):  # noqa: ANN001
     from analytics.ingest import fingerprint
 
     if not sys.stderr.isatty():
-        return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules)
+        return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules, **kw)
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -136,7 +141,7 @@ def _run_with_progress(run_ingest, targets, db, fmt, redact, rules):  # noqa: AN
         def tick(path: str, nbytes: int) -> None:
             bar.update(task, advance=nbytes, file=Path(path).name)
 
-        return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules, progress=tick)
+        return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules, progress=tick, **kw)
 
 
 @app.command()

@@ -37,7 +37,7 @@ FLUSH_EVERY = 20_000
 RELEASE_LOCK_EVERY_S = 1.0
 SESSION_TABLES = (
     "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
-    "measurements", "campaigns", "levers", "readiness_claims", "redactions",
+    "measurements", "campaigns", "levers", "readiness_claims", "redactions", "search_docs",
 )
 
 Progress = Callable[[str, int], None]
@@ -298,19 +298,33 @@ class Ingestor:
         redact: bool = True,
         rules: Path | None = None,
         analyse: bool = True,
+        reanalyse: bool = False,
     ) -> None:
         self.con = con
+        self.reanalyse = reanalyse
         self.fmt = fmt
-        self.redactor = None
-        if redact:
+        self._redact = redact
+        self._analyse = analyse
+        self._rules = rules
+        self._redactor: Any | None = None
+        self._analyser: Any | None = None
+
+    # Built on first use: a run where every file is unchanged never loads spaCy.
+    @property
+    def redactor(self) -> Any | None:
+        if self._redact and self._redactor is None:
             from analytics.redact import Redactor
 
-            self.redactor = Redactor()
-        self.analyser = None
-        if analyse:
+            self._redactor = Redactor()
+        return self._redactor
+
+    @property
+    def analyser(self) -> Any | None:
+        if self._analyse and self._analyser is None:
             from analytics.analysis.run import Analyser
 
-            self.analyser = Analyser(rules=rules)
+            self._analyser = Analyser(rules=self._rules)
+        return self._analyser
 
     def ingest_unit(self, path: Path, fmt: str) -> FileResult:
         from analytics.sources.detect import get_module
@@ -351,6 +365,8 @@ class Ingestor:
         return result
 
     def _unchanged(self, key: str, fmt: str, prev: dict[str, Any]) -> FileResult:
+        if self._analyse and (self.reanalyse or self._rules is not None):
+            self._reanalyse_path(key)
         n_sessions, n_messages = self.con.execute(
             "SELECT count(DISTINCT s.session_id), count(m.msg_idx) FROM sessions s "
             "LEFT JOIN messages m USING (session_id) WHERE s.source_path = ?",
@@ -360,6 +376,33 @@ class Ingestor:
             key, fmt, "unchanged", n_sessions, n_messages, prev["records_read"],
             prev["records_stored"], prev["records_quarantined"],
         )
+
+    def _reanalyse_path(self, key: str) -> None:
+        """Re-run every analyser over an unchanged file's sessions when asked to, or when
+        they were tagged by another tagger version (e.g. with other ``--rules``)."""
+        from analytics.analysis.run import MESSAGE_TABLES
+
+        analyser = self.analyser
+        assert analyser is not None
+        sids = [r[0] for r in self.con.execute(
+            "SELECT session_id FROM sessions WHERE source_path = ? ORDER BY 1", [key]).fetchall()]
+        if not self.reanalyse:
+            versions = {r[0] for r in self.con.execute(
+                "SELECT DISTINCT tagger_version FROM tags WHERE list_contains(?, session_id)",
+                [sids]).fetchall()}
+            if versions <= {analyser.tagger.version}:
+                return
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for sid in sids:
+                for table in MESSAGE_TABLES:
+                    self.con.execute(f"DELETE FROM {table} WHERE session_id = ?", [sid])
+                analyser.run_messages(self.con, sid, 0)
+                analyser.run_session(self.con, sid)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
 
     def _resume_from(self, key: str, prev: dict[str, Any]) -> Resume:
         rows = self.con.execute(
@@ -412,6 +455,10 @@ class Ingestor:
         for item in module.parse(path, ledger, resume):
             loader.add(item)
         touched = loader.finish()
+        from analytics.store.search import add_documents
+
+        for sid in sorted(loader.first_idx):
+            add_documents(con, sid, loader.first_idx[sid])
         if self.analyser is not None:
             sessions = set(loader.first_idx) | {s for s, _ in touched} | set(loader.sessions)
             for sid in sorted(sessions):
@@ -454,6 +501,17 @@ class Ingestor:
         )
 
 
+def _check_rules(rules: Path) -> None:
+    """A bad custom rules file is a usage error before any file is touched."""
+    from analytics.analysis.tagging import Tagger
+    from analytics.errors import UsageError
+
+    try:
+        Tagger(extra_rules=rules).nlp  # noqa: B018 - builds and validates the patterns
+    except ValueError as exc:
+        raise UsageError(str(exc).splitlines()[0]) from exc
+
+
 def iter_units(paths: Iterable[Path], fmt: str = "auto") -> Iterator[tuple[Path, str | None, str | None]]:
     """(path, format or None, error) for every unit under ``paths``."""
     from analytics.errors import UnknownFormatError
@@ -486,11 +544,14 @@ def ingest(
     analyse: bool = True,
     progress: Progress | None = None,
     build_index: bool = True,
+    reanalyse: bool = False,
 ) -> IngestSummary:
     """Parse, tag, analyse and store every transcript under ``paths``.
 
     Idempotent (unchanged files are skipped) and incremental (appended JSONL is read from
     where the last ingest stopped). A file that fails is reported and the run goes on.
+    ``reanalyse`` re-runs the analysers over unchanged files (after an upgrade); giving
+    ``rules`` does so for files tagged by another tagger version.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -500,12 +561,14 @@ def ingest(
     if fmt != "auto" and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose one of: auto, {', '.join(FORMATS)}")
     db_path = str(db or default_db())
+    if rules is not None and analyse:
+        _check_rules(Path(rules))
     wait_s = float(os.environ.get("TRANSCRIPTS_LOCK_WAIT", "30"))
     con = connect(db_path, read_only=False, wait_s=wait_s)
     opened = time.monotonic()
     summary = IngestSummary(db=db_path)
     try:
-        ingestor = Ingestor(con, fmt, redact, Path(rules) if rules else None, analyse)
+        ingestor = Ingestor(con, fmt, redact, Path(rules) if rules else None, analyse, reanalyse)
         for unit, chosen, error in iter_units([Path(p) for p in paths], fmt):
             if error or chosen is None:
                 summary.files.append(FileResult(str(unit), None, "error", error=error))

@@ -173,3 +173,38 @@ def test_real_samples_reconcile(tmp_path: Path) -> None:
         with open(path, "rb") as f:
             assert read == sum(1 for line in f if line.strip())
     con.close()
+
+
+def test_custom_rules_retag_an_already_ingested_file(tmp_path: Path) -> None:
+    src = ROOT / "data" / "samples" / "qwen36_kpro5_deploy.txt"
+    rules = ROOT / "docs" / "examples" / "my_rules.jsonl"
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    ingest([src], db=db, rules=rules)
+    con = duckdb.connect(str(db), read_only=True)
+    builtin = {r[0] for r in con.execute("SELECT DISTINCT tag FROM tags").fetchall()}
+    versions = con.execute("SELECT count(DISTINCT tagger_version) FROM tags").fetchone()
+    con.close()
+    assert "user_checkin" in builtin and len(builtin - {
+        "user_checkin", "user_abort", "polling_loop", "diagnosis", "readiness_claim",
+        "smoke_test", "benchmark", "error", "launch"}) >= 1
+    assert versions == (1,)
+
+
+def test_search_finds_appended_messages_before_the_index_is_rebuilt(tmp_path: Path) -> None:
+    from analytics.store.search import search
+
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(60)]
+    lines[55]["message"]["content"] = "zebracorn overflow in the decoder"
+    _write(src, lines[:50])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    _write(src, lines)
+    ingest([src], db=db)
+    con = duckdb.connect(str(db), read_only=True)
+    hits = search(con, "zebracorn decoder")
+    old = search(con, "message number 4")
+    con.close()
+    assert list(hits["source_id"])[:1] == ["u55"]
+    assert len(old) > 0

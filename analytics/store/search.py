@@ -41,51 +41,81 @@ def load_fts(con: duckdb.DuckDBPyConnection) -> bool:
         return False
 
 
-def build_index(con: duckdb.DuckDBPyConnection) -> int:
-    """(Re)build ``search_docs`` and its BM25 index; returns the number of documents."""
+def _clip(col: str) -> str:
     half = MAX_DOC_CHARS // 2
-    clip = (
-        "CASE WHEN length({c}) > {m} THEN left({c}, {h}) || ' … ' || right({c}, {h}) "
-        "ELSE {c} END"
+    return (
+        f"CASE WHEN length({col}) > {MAX_DOC_CHARS} THEN left({col}, {half}) || ' … ' || "
+        f"right({col}, {half}) ELSE {col} END"
     )
-    con.execute("DELETE FROM search_docs")
+
+
+def add_documents(con: duckdb.DuckDBPyConnection, session_id: str, from_idx: int = 0) -> None:
+    """Add the search documents of a session's messages ``msg_idx >= from_idx``: message text,
+    tool commands, and tool outputs that are not already a message of their own."""
     con.execute(
         f"""
         INSERT INTO search_docs
-        SELECT row_number() OVER () AS doc_id, session_id, msg_idx, kind, body FROM (
-            SELECT session_id, msg_idx, 'message' AS kind,
-                   {clip.format(c='text', m=MAX_DOC_CHARS, h=half)} AS body
-            FROM messages WHERE text IS NOT NULL AND text <> ''
+        SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs) + row_number() OVER (),
+               session_id, msg_idx, kind, body FROM (
+            SELECT session_id, msg_idx, 'message' AS kind, {_clip('text')} AS body
+            FROM messages WHERE session_id = $s AND msg_idx >= $i AND text <> ''
             UNION ALL
             SELECT session_id, msg_idx, 'tool_command', command FROM tool_calls
-            WHERE command IS NOT NULL AND command <> ''
+            WHERE session_id = $s AND msg_idx >= $i AND command <> ''
             UNION ALL
-            SELECT session_id, coalesce(result_msg_idx, msg_idx), 'tool_output',
-                   {clip.format(c='output', m=MAX_DOC_CHARS, h=half)}
+            SELECT session_id, coalesce(result_msg_idx, msg_idx), 'tool_output', {_clip('output')}
             FROM tool_calls
-            WHERE output IS NOT NULL AND output <> ''
+            WHERE session_id = $s AND msg_idx >= $i AND output <> ''
               AND (result_msg_idx IS NULL OR result_msg_idx = msg_idx)
+            ORDER BY 2, 3
         )
-        """
+        """,
+        {"s": session_id, "i": from_idx},
     )
-    n = con.execute("SELECT count(*) FROM search_docs").fetchone()
-    count = int(n[0]) if n else 0
-    if load_fts(con):
-        con.execute(
-            "PRAGMA create_fts_index('search_docs', 'doc_id', 'body', overwrite=1, "
-            "stemmer='english', stopwords='english', strip_accents=1, lower=1)"
-        )
-        con.execute(
-            "INSERT OR REPLACE INTO search_state VALUES ('fts', 'bm25')"
-        )
-    else:
-        con.execute("INSERT OR REPLACE INTO search_state VALUES ('fts', 'none')")
-    return count
+
+
+def _state(con: duckdb.DuckDBPyConnection, key: str, default: str = "") -> str:
+    row = con.execute("SELECT value FROM search_state WHERE key = ?", [key]).fetchone()
+    return str(row[0]) if row else default
+
+
+def _set_state(con: duckdb.DuckDBPyConnection, key: str, value: object) -> None:
+    con.execute("INSERT OR REPLACE INTO search_state VALUES (?, ?)", [key, str(value)])
+
+
+def build_index(con: duckdb.DuckDBPyConnection, force: bool = False) -> bool:
+    """Bring the BM25 index up to date when it is worth it; return True if rebuilt.
+
+    Documents added since the last build (the "tail") are searched by substring until the
+    tail grows past a quarter of the indexed documents, so appending a few messages to a
+    huge session does not rebuild the whole index.
+    """
+    indexed_max = int(_state(con, "indexed_max", "0"))
+    indexed_n = int(_state(con, "indexed_n", "0"))
+    row = con.execute(
+        "SELECT count(*) FILTER (WHERE doc_id <= $m), count(*) FILTER (WHERE doc_id > $m), "
+        "max(doc_id) FROM search_docs",
+        {"m": indexed_max},
+    ).fetchone()
+    still, tail, top = (row or (0, 0, None))
+    stale = tail > max(2000, indexed_n // 4) or still < indexed_n * 3 // 4
+    if not (force or stale or (indexed_n == 0 and tail > 0)):
+        return False
+    if not load_fts(con):
+        _set_state(con, "fts", "none")
+        return False
+    con.execute(
+        "PRAGMA create_fts_index('search_docs', 'doc_id', 'body', overwrite=1, "
+        "stemmer='english', stopwords='english', strip_accents=1, lower=1)"
+    )
+    _set_state(con, "fts", "bm25")
+    _set_state(con, "indexed_max", top or 0)
+    _set_state(con, "indexed_n", still + tail)
+    return True
 
 
 def _has_fts(con: duckdb.DuckDBPyConnection) -> bool:
-    row = con.execute("SELECT value FROM search_state WHERE key = 'fts'").fetchone()
-    return bool(row and row[0] == "bm25") and load_fts(con)
+    return _state(con, "fts") == "bm25" and load_fts(con)
 
 
 def search(
@@ -94,29 +124,51 @@ def search(
     limit: int = 50,
     session_id: str | None = None,
 ) -> pd.DataFrame:
-    """Ranked matches: session_id, msg_idx, source_id, role, kind, snippet, score."""
+    """Ranked matches: session_id, msg_idx, source_id, role, kind, snippet, score.
+
+    Indexed documents are ranked by BM25; documents added since the last index build are
+    matched by substring and scored by the share of query terms they contain, scaled to
+    the best BM25 score so fresh exact hits rank among the indexed ones.
+    """
     query = query.strip()
     cols = ["session_id", "msg_idx", "source_id", "role", "kind", "snippet", "score"]
-    if not query:
+    terms = [t.lower() for t in query.split() if t]
+    if not terms:
         return pd.DataFrame(columns=cols)
-    where = "AND d.session_id = $sid" if session_id else ""
-    params: dict[str, object] = {"q": query, "limit": limit}
+    params: dict[str, object] = {"limit": limit}
+    sess = ""
     if session_id:
         params["sid"] = session_id
+        sess = "AND d.session_id = $sid"
+    params.update({f"t{i}": f"%{t}%" for i, t in enumerate(terms)})
+    like = " + ".join(f"(lower(d.body) LIKE $t{i})::INT" for i in range(len(terms)))
     if _has_fts(con):
-        score = "fts_main_search_docs.match_bm25(d.doc_id, $q)"
+        params["q"] = query
+        params["m"] = int(_state(con, "indexed_max", "0"))
+        scored = f"""
+            WITH bm AS (
+                SELECT d.doc_id, fts_main_search_docs.match_bm25(d.doc_id, $q) AS score
+                FROM search_docs d WHERE d.doc_id <= $m {sess}
+            ), fresh AS (
+                SELECT d.doc_id, ({like}) / {len(terms)}.0 AS share
+                FROM search_docs d WHERE d.doc_id > $m {sess}
+            )
+            SELECT doc_id, score FROM bm WHERE score IS NOT NULL
+            UNION ALL
+            SELECT doc_id, share * coalesce((SELECT max(score) FROM bm), 1.0) FROM fresh
+            WHERE share > 0
+        """
     else:
-        terms = [t.lower() for t in query.split() if t]
-        params.update({f"t{i}": f"%{t}%" for i, t in enumerate(terms)})
-        score = " + ".join(f"(lower(d.body) LIKE $t{i})::INT" for i in range(len(terms)))
-        score = f"nullif({score}, 0)"
+        scored = f"""
+            SELECT d.doc_id, ({like})::DOUBLE AS score FROM search_docs d
+            WHERE ({like}) > 0 {sess}
+        """
     sql = f"""
-        SELECT d.session_id, d.msg_idx, m.source_id, m.role, d.kind,
-               d.body AS body, {score} AS score
-        FROM search_docs d
+        SELECT d.session_id, d.msg_idx, m.source_id, m.role, d.kind, d.body, s.score
+        FROM ({scored}) s
+        JOIN search_docs d USING (doc_id)
         LEFT JOIN messages m ON m.session_id = d.session_id AND m.msg_idx = d.msg_idx
-        WHERE score IS NOT NULL {where}
-        ORDER BY score DESC, d.session_id, d.msg_idx
+        ORDER BY s.score DESC, d.session_id, d.msg_idx, d.kind
         LIMIT $limit
     """
     df = con.execute(sql, params).df()
