@@ -1,6 +1,6 @@
 """Regenerate the CLI flag tables of SGLang and vLLM from their published wheels.
 
-    python scripts/refresh_flags.py --sglang 0.5.9 --vllm 0.11.0
+    python scripts/refresh_flags.py --sglang 0.4.6.post5 0.5.2 0.5.9 0.5.23 --vllm 0.11.0 0.33.0
 
 Each wheel is fetched with ``pip download --no-deps`` and read as a zip file; the argument
 definitions are extracted statically with ``ast`` (nothing is imported or installed, so torch is
@@ -9,12 +9,15 @@ never needed). Output: ``analytics/analysis/tooling/data/flags_<engine>_<version
 What is read:
 - sglang <= 0.5.9: ``sglang/srt/server_args.py`` -- every ``parser.add_argument("--x", ...)`` call
   and the ``ServerArgs`` dataclass defaults that ``default=ServerArgs.x`` points at.
-- sglang 0.5.23+: msgspec Structs in ``sglang/srt/arg_groups/fields/*.py`` (fields become
-  ``--field-name``), plus any literal ``add_argument`` calls left in server_args.py.
+- sglang 0.5.23+: msgspec Structs in ``sglang/srt/arg_groups/fields/*.py``: ``A[T, Arg(...)]``
+  and ``A[T, "help"]`` fields become ``--field-name`` (or ``cli_name``, with ``aliases``), as
+  ``arg_groups/arg_utils.add_cli_args_from_dataclass`` registers them, plus the literal
+  ``add_argument`` calls left in server_args.py.
 - vllm: ``vllm/engine/arg_utils.py`` (``add_argument("--x", **group_kwargs["field"])`` where
   ``group_kwargs = get_kwargs(SomeConfig)``; the field's annotation and default are read from the
-  config class in ``vllm/config/*.py``), ``vllm/entrypoints/openai/cli_args.py`` (``FrontendArgs``
-  dataclass fields and literal calls) and ``vllm/entrypoints/cli/serve.py``.
+  config class in ``vllm/config/*.py``), ``vllm/entrypoints/{openai,common}/cli_args.py``
+  (``FrontendArgs``/``BaseFrontendArgs`` dataclass fields and literal calls) and
+  ``vllm/entrypoints/cli/serve.py``.
 Gaps (recorded in the file's ``gaps``): defaults computed at runtime, types built by helper
 functions, flags registered in loops over runtime data.
 """
@@ -172,11 +175,20 @@ def entry_from_call(
         return None
     entry: dict[str, Any] = {"aliases": [n for n in names if n != (longs or names)[0]]}
     kw = {k.arg: k.value for k in call.keywords if k.arg}
+    expansions = [k.value for k in call.keywords if k.arg is None]
+    for node in list(expansions):
+        if isinstance(node, ast.Dict):  # **{**group_kwargs["x"], "default": None} (vllm 0.33)
+            expansions.remove(node)
+            for key, value in zip(node.keys, node.values, strict=True):
+                if key is None:
+                    expansions.append(value)
+                elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    kw[key.value] = value
     action_node = kw.get("action")
     if isinstance(action_node, ast.Constant):
         entry["action"] = action_node.value
     elif action_node is not None:
-        entry["action"] = ast.unparse(action_node)
+        entry["action"] = _action_name(action_node)
     type_node = kw.get("type")
     type_name = ast.unparse(type_node) if type_node is not None else None
     ok, nargs = literal(kw.get("nargs"))
@@ -186,10 +198,10 @@ def entry_from_call(
     if ok and isinstance(choices, list | tuple):
         entry["choices"] = [str(c) for c in choices]
     # ** expansions: group_kwargs["field"] from get_kwargs(SomeConfig)
-    for k in call.keywords:
-        if k.arg is None and isinstance(k.value, ast.Subscript):
-            var = getattr(k.value.value, "id", "")
-            ok, field_name = literal(k.value.slice)
+    for expansion in expansions:
+        if isinstance(expansion, ast.Subscript):
+            var = getattr(expansion.value, "id", "")
+            ok, field_name = literal(expansion.slice)
             cls = group_classes.get(var)
             if ok and cls and field_name in classes.get(cls, {}):
                 annotation, default = classes[cls][field_name]
@@ -311,6 +323,128 @@ def fields_as_flags(sources: dict[str, str], class_filter: re.Pattern[str]) -> F
     return flags
 
 
+def _annotated_parts(annotation: ast.AST) -> tuple[ast.AST, ast.Call | None, bool] | None:
+    """``A[T, "help"]`` / ``A[T, Arg(...)]`` -> (T, the Arg call or None, has CLI metadata)."""
+    if not (
+        isinstance(annotation, ast.Subscript)
+        and getattr(annotation.value, "id", getattr(annotation.value, "attr", ""))
+        in ("A", "Annotated")
+        and isinstance(annotation.slice, ast.Tuple)
+        and annotation.slice.elts
+    ):
+        return None
+    inner, *meta = annotation.slice.elts
+    for node in meta:
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Arg":
+            return inner, node, True
+        if isinstance(node, ast.Constant | ast.JoinedStr) and (
+            not isinstance(node, ast.Constant) or isinstance(node.value, str)
+        ):
+            return inner, None, True
+    return inner, None, False
+
+
+def _strip_optional(type_src: str) -> str:
+    m = re.fullmatch(r"Optional\[(.*)\]", type_src)
+    if m:
+        return m.group(1)
+    parts = [p.strip() for p in type_src.split("|")]
+    return " | ".join(p for p in parts if p != "None") if "None" in parts else type_src
+
+
+_TYPE_PARSER_KINDS = {
+    "json.loads": "json",
+    "json_list_type": "json",
+    "human_readable_int": "int",
+    "int": "int",
+    "float": "float",
+}
+
+
+def _action_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    name = ast.unparse(node).rpartition(".")[2]
+    return _DEPRECATED_ACTIONS.get(name, name)
+
+
+_DEPRECATED_ACTIONS = {
+    "DeprecatedStoreTrueAction": "store_true",
+    "DeprecatedStoreConstAction": "store_const",
+}
+
+
+def msgspec_fields_as_flags(sources: dict[str, str]) -> FlagTable:
+    """sglang 0.5.23+: ``A[T, Arg(...)]`` fields of the namespace Structs, as
+    ``add_cli_args_from_dataclass`` registers them (``arg_groups/arg_utils.py``): fields without
+    an ``Arg``/help string, ``Derived`` entries and ``no_cli=True`` are not CLI flags; ``bool`` is
+    ``store_true``; ``list[X]`` takes ``nargs="+"``; ``Literal`` gives choices."""
+    trees = [ast.parse(src) for src in sources.values()]
+    classes: dict[str, dict[str, tuple[str, ast.AST | None]]] = {}
+    for tree in trees:
+        classes.update(class_fields(tree))
+    flags: FlagTable = {}
+    for tree in trees:
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for stmt in cls.body:
+                if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                    continue
+                entry = _msgspec_entry(stmt.target.id, stmt.annotation, stmt.value, classes)
+                if entry is not None:
+                    flags.setdefault(entry.pop("name"), entry)
+    return flags
+
+
+def _msgspec_entry(
+    field_name: str,
+    annotation: ast.AST,
+    default: ast.AST | None,
+    classes: dict[str, dict[str, tuple[str, ast.AST | None]]],
+) -> dict[str, Any] | None:
+    parts = _annotated_parts(annotation)
+    if parts is None or not parts[2] or field_name.startswith("_"):
+        return None
+    inner, arg, _ = parts
+    kw = {k.arg: k.value for k in arg.keywords if k.arg} if arg else {}
+    if literal(kw.get("no_cli"))[1] is True:
+        return None
+    ok, cli_name = literal(kw.get("cli_name"))
+    name = cli_name if ok and isinstance(cli_name, str) else "--" + field_name.replace("_", "-")
+    ok, aliases = literal(kw.get("aliases"))
+    type_src = _strip_optional(ast.unparse(inner))
+    entry: dict[str, Any] = {
+        "aliases": [a for a in aliases if a != name] if ok and aliases else [],
+        "kind": kind_from_annotation(type_src),
+        "annotation": ast.unparse(inner)[:200],
+    }
+    parser = ast.unparse(kw["type_parser"]) if "type_parser" in kw else None
+    if "action" in kw:
+        entry["action"] = _action_name(kw["action"])
+        if entry["action"] in ("BooleanOptionalAction", "store_true"):
+            entry["kind"] = "bool"
+    elif type_src == "bool":
+        entry["action"] = "store_true"
+    elif entry["kind"] == "list" and parser is None:
+        ok, nargs = literal(kw.get("nargs"))
+        entry["nargs"] = nargs if ok and nargs else "+"
+    if parser is not None:
+        entry["kind"] = _TYPE_PARSER_KINDS.get(
+            parser, "str" if entry["kind"] == "list" else entry["kind"]
+        )
+        entry["type"] = parser[:80]
+    if "nargs" in kw and "nargs" not in entry:
+        ok, nargs = literal(kw["nargs"])
+        if ok and nargs:
+            entry["nargs"] = nargs
+    ok, choices = literal(kw.get("choices"))
+    if ok and isinstance(choices, list | tuple):
+        entry["choices"] = [str(c) for c in choices]
+    elif (ch := choices_from_annotation(type_src)) is not None:
+        entry["choices"] = ch
+    entry.update(resolve_default(default, classes))
+    return {"name": name, **entry}
+
+
 # --------------------------------------------------------------------------- engines
 
 
@@ -320,9 +454,11 @@ def sglang_table(wheel: Path) -> tuple[FlagTable, list[str], list[str]]:
     flags = collect(server_args, dest_class="ServerArgs")
     fields = read_sources(wheel, r"sglang/srt/arg_groups/fields/.*\.py")
     if fields:
-        for name, entry in fields_as_flags(fields, re.compile(".")).items():
+        for name, entry in msgspec_fields_as_flags(fields).items():
             flags.setdefault(name, entry)
-        gaps.append("0.5.23+ msgspec fields: flag names from field names; aliases not extracted")
+        gaps.append(
+            "0.5.23+ msgspec fields: Arg(action=custom) kinds and type_parser results approximated"
+        )
     gaps.append(
         "defaults computed in __post_init__ (e.g. mem_fraction_static) are recorded as None"
     )
@@ -337,10 +473,12 @@ def vllm_table(wheel: Path) -> tuple[FlagTable, list[str], list[str]]:
     config = read_sources(wheel, r"vllm/config/.*\.py|vllm/config\.py")
     arg_utils = read_sources(wheel, r"vllm/engine/arg_utils\.py")
     cli = read_sources(
-        wheel, r"vllm/entrypoints/openai/cli_args\.py|vllm/entrypoints/cli/serve\.py"
+        wheel,
+        r"vllm/entrypoints/(openai|common)/cli_args\.py|vllm/entrypoints/cli/serve\.py",
     )
     flags = collect({**config, **arg_utils, **cli}, dest_class="EngineArgs")
-    for name, entry in fields_as_flags(cli, re.compile(r"^FrontendArgs$")).items():
+    # FrontendArgs moved to entrypoints/common/ and split into BaseFrontendArgs by 0.33.
+    for name, entry in fields_as_flags(cli, re.compile(r"^(Base)?FrontendArgs$")).items():
         flags.setdefault(name, entry)
     return flags, sorted(arg_utils) + sorted(cli), gaps
 

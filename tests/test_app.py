@@ -48,7 +48,7 @@ def open_page(page: str, **params: str) -> AppTest:
         at.query_params[key] = value
     at.run()
     if page != "sessions":
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"views/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

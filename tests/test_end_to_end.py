@@ -81,7 +81,7 @@ def test_every_page_renders_on_real_sessions(demo_db: Path, page: str,
         at = AppTest.from_file(str(APP), default_timeout=60)
         at.query_params["session"] = sid
         at.run()
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"views/{page}.py").run()
         assert not at.exception, (page, sid, [e.value for e in at.exception])
 
 

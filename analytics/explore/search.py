@@ -49,6 +49,9 @@ def _store_search(
     if fn is None:
         return None
     try:
+        has_docs = con.execute("SELECT EXISTS (SELECT 1 FROM search_docs)").fetchone()
+        if not (has_docs and has_docs[0]):
+            return None  # a database written without search documents: scan instead
         return fn(con, query, limit=limit, session_id=session_id)
     except Exception:  # the index may be absent in a read-only copy; fall back
         return None

@@ -206,7 +206,7 @@ def session_link(session_id: str, msg_idx: int | None = None, label: str | None 
     if msg_idx is not None and not pd.isna(msg_idx):
         params["msg"] = str(int(msg_idx))
     text = label or (f"{session_id} #{params['msg']}" if "msg" in params else session_id)
-    st.page_link("pages/session.py", label=md_escape(text), query_params=params, icon="🔎")
+    st.page_link("views/session.py", label=md_escape(text), query_params=params, icon="🔎")
 
 
 def link_column(label: str = "open") -> Any:

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from spacy.attrs import LOWER, ORTH
 from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
 from spacy.tokens import Doc, Span
@@ -85,8 +86,16 @@ class PatternTagger:
         self.name = name
         self.spans_key = spans_key
         self.vocab = nlp.vocab
-        self.matchers: dict[str, tuple[Matcher, PhraseMatcher]] = {}
-        """One matcher pair per role, so long assistant texts never run the user rules."""
+        self.patterns: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
+        """role -> (rule key, token pattern): a doc runs only the rules whose anchor word it
+        contains (the Matcher tries every pattern at every token)."""
+        self._matchers: dict[tuple[str, tuple[int, ...]], Matcher] = {}
+        """A Matcher per (role, candidate rules), built on first use."""
+        self.anchored: dict[str, dict[int, list[int]]] = {}
+        """role -> LOWER/ORTH hash of an anchor word -> indexes into ``matchers[role]``."""
+        self.unanchored: dict[str, list[int]] = {}
+        """role -> indexes of the rules without an anchor (run on every doc)."""
+        self.phrases: dict[str, PhraseMatcher] = {}
         self.rules: dict[str, dict[str, Any]] = {}
         self.triggers: dict[str, dict[str, list[list[list[Step]] | None]]] = {}
         """role -> label -> the prefilter token sequences of each rule (None: cannot be prefiltered)."""
@@ -106,34 +115,67 @@ class PatternTagger:
         }
         pat = row["pattern"]
         trigger = variants(pat)
+        anchor = None if isinstance(pat, str) else anchor_words(pat)
         for role in self.rules[key]["roles"]:
             self.triggers.setdefault(role, {}).setdefault(row["label"], []).append(trigger)
-            if role not in self.matchers:
-                self.matchers[role] = (
-                    Matcher(self.vocab, validate=True),
-                    PhraseMatcher(self.vocab, attr="LOWER"),
-                )
-            matcher, phrases = self.matchers[role]
             try:
                 if isinstance(pat, str):
-                    phrases.add(key, [nlp.make_doc(pat)])
-                else:
-                    matcher.add(key, [pat])
+                    if role not in self.phrases:
+                        self.phrases[role] = PhraseMatcher(self.vocab, attr="LOWER")
+                    self.phrases[role].add(key, [nlp.make_doc(pat)])
+                    continue
+                Matcher(self.vocab, validate=True).add(key, [pat])
             except Exception as exc:  # spaCy's pattern validation errors
                 raise RuleError(f"{row.get('_where', '?')}: invalid pattern: {exc}") from exc
+            rules = self.patterns.setdefault(role, [])
+            rules.append((key, pat))
+            if anchor is None:
+                self.unanchored.setdefault(role, []).append(len(rules) - 1)
+            else:
+                index = self.anchored.setdefault(role, {})
+                for word in anchor:
+                    index.setdefault(self.vocab.strings.add(word), []).append(len(rules) - 1)
 
     def match(self, doc: Doc) -> list[Span]:
         role = doc.user_data.get("role", "user")
         found: list[Span] = []
-        if role not in self.matchers:
-            return found
-        matcher, phrases = self.matchers[role]
-        hits = list(matcher(doc)) + list(phrases(doc))
-        for match_id, start, end in sorted(hits, key=lambda h: (h[1], -h[2])):
+        hits: list[tuple[int, int, int, int]] = []
+        candidates = self._candidates(doc, role)
+        if candidates:
+            order = {self.vocab.strings[self.patterns[role][i][0]]: i for i in candidates}
+            matcher = self._matcher(role, candidates)
+            hits.extend((start, -end, order[m], m) for m, start, end in matcher(doc))
+        if role in self.phrases:
+            n = len(self.patterns.get(role, []))
+            hits.extend((start, -end, n, m) for m, start, end in self.phrases[role](doc))
+        for start, neg_end, _, match_id in sorted(hits):
+            end = -neg_end
             rule = self.rules[doc.vocab.strings[match_id]]
             if role in rule["roles"]:
                 found.append(Span(doc, start, end, label=rule["label"], span_id=rule["id"]))
         return found
+
+    def _candidates(self, doc: Doc, role: str) -> tuple[int, ...]:
+        """Indexes of the rules of ``role`` that can match in ``doc``, in rule order."""
+        index = self.anchored.get(role, {})
+        found = set(self.unanchored.get(role, ()))
+        if index:
+            for h in set(doc.to_array([LOWER, ORTH]).ravel().tolist()):
+                found.update(index.get(h, ()))
+        return tuple(sorted(found))
+
+    def _matcher(self, role: str, rules: tuple[int, ...]) -> Matcher:
+        key = (role, rules)
+        matcher = self._matchers.get(key)
+        if matcher is None:
+            if len(self._matchers) >= MATCHER_CACHE_SIZE:
+                self._matchers.clear()
+            matcher = Matcher(self.vocab)
+            for i in rules:
+                rule_key, pat = self.patterns[role][i]
+                matcher.add(rule_key, [pat])
+            self._matchers[key] = matcher
+        return matcher
 
     def set_annotations(self, doc: Doc, spans: list[Span]) -> None:
         group = doc.spans.get(self.spans_key)
@@ -143,6 +185,32 @@ class PatternTagger:
     def __call__(self, doc: Doc) -> Doc:
         self.set_annotations(doc, self.match(doc))
         return doc
+
+
+MATCHER_CACHE_SIZE = 2048
+"""Distinct candidate-rule sets whose Matcher is kept."""
+_REQUIRED_OPS = ("", "1", "+")
+"""Quantifiers under which a token pattern must occur in every match."""
+
+
+def anchor_words(pattern: list[dict[str, Any]]) -> frozenset[str] | None:
+    """Exact LOWER / ORTH values of which one is a token in every match of ``pattern``: the
+    smallest list among its required tokens; None when no required token lists its words."""
+    best: frozenset[str] | None = None
+    for spec in pattern:
+        if str(spec.get("OP", "")) not in _REQUIRED_OPS:
+            continue
+        for key in ("LOWER", "ORTH"):
+            value = spec.get(key)
+            if isinstance(value, str):
+                words = frozenset({value})
+            elif isinstance(value, dict) and set(value) == {"IN"}:
+                words = frozenset(str(v) for v in value["IN"])
+            else:
+                continue
+            if best is None or len(words) < len(best):
+                best = words
+    return best
 
 
 @Language.factory(

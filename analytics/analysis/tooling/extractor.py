@@ -9,7 +9,9 @@ scanned: only tool calls (``ctx.calls``) and tool outputs (``ctx.results``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from analytics.errors import AnalyticsError
 from analytics.models import Launch, Measurement, MessageContext, ServerEvent, ToolCall
 
 from .benchmarks import benchmark_numbers
@@ -39,13 +41,64 @@ def sniff_engine(text: str) -> str | None:
     return None
 
 
+STATE_VERSION = 1
+"""Bump when the shape of ``ToolingExtractor.state()`` changes."""
+
+
+class ToolingStateError(AnalyticsError):
+    """A saved extractor state that cannot be restored (wrong version or shape)."""
+
+
 class ToolingExtractor:
-    """Stateful over one session: call ``extract`` on each message in ``msg_idx`` order."""
+    """Stateful over one session: call ``extract`` on each message in ``msg_idx`` order.
+
+    For incremental ingests, persist ``state()`` after the last message and continue with
+    ``ToolingExtractor.from_state(saved)``: scripts written earlier still resolve and
+    ``changed_flags`` still compares against the previous launch.
+    """
 
     def __init__(self) -> None:
         self.scripts = ScriptMemory()
         self.last_by_engine: dict[str, Launch] = {}
         self.current: Launch | None = None
+
+    def state(self) -> dict[str, Any]:
+        """Everything ``extract`` remembers between messages, as plain JSON data."""
+        return {
+            "version": STATE_VERSION,
+            "scripts": self.scripts.state(),
+            "last_by_engine": {
+                engine: launch.model_dump(mode="json")
+                for engine, launch in self.last_by_engine.items()
+            },
+            "current": self.current.model_dump(mode="json") if self.current else None,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> ToolingExtractor:
+        """An extractor that continues where the one that produced ``state`` stopped."""
+        version = state.get("version") if isinstance(state, dict) else None
+        if version != STATE_VERSION:
+            raise ToolingStateError(
+                f"tooling extractor state version {version!r} is not {STATE_VERSION}; "
+                "re-run the tooling analysis of the session from its first message"
+            )
+        extractor = cls()
+        try:
+            extractor.scripts = ScriptMemory.from_state(state.get("scripts") or [])
+            extractor.last_by_engine = {
+                engine: Launch.model_validate(data)
+                for engine, data in (state.get("last_by_engine") or {}).items()
+            }
+            current = state.get("current")
+            launch = Launch.model_validate(current) if current is not None else None
+        except (ValueError, TypeError, AttributeError) as exc:  # ValidationError is a ValueError
+            raise ToolingStateError(f"tooling extractor state is malformed: {exc}") from exc
+        if launch is not None:
+            # keep the identity the live extractor had: current is the last launch of its engine
+            same = extractor.last_by_engine.get(launch.engine)
+            extractor.current = same if same == launch else launch
+        return extractor
 
     def extract(self, ctx: MessageContext) -> ToolingFacts:
         facts = ToolingFacts()
@@ -68,7 +121,8 @@ class ToolingExtractor:
             before = self.last_by_engine.get(launch.engine)
             launch.changed_flags = None if before is None else flag_changes(before, launch)
             self.last_by_engine[launch.engine] = launch
-            self.current = launch
+            if launch.engine != "other":  # `systemctl restart nginx` is not the server in force
+                self.current = launch
             out.append(launch)
         return out
 

@@ -6,6 +6,14 @@ Recognised entries: ``python[3] -m sglang.launch_server``, ``sglang serve``,
 ``env``, ``nohup``, ``setsid``, ``sudo``, ``timeout``, ``nice``, ``exec``, ``time``, ``stdbuf``,
 ``taskset``, ``numactl``; ``ssh host '…'`` (host recorded), ``bash -c '…'``, ``docker exec …``.
 ``export`` and plain assignments earlier in the same snippet feed ``env`` and ``$VAR`` values.
+
+Containers and services:
+- ``docker|podman run [opts] IMAGE [cmd…]``: ``-e K=V`` feeds ``env``; the image is recorded as
+  the flag ``docker:image`` (an image upgrade is a change worth diffing). A launch command after
+  the image is parsed as usual; with a vLLM image (``vllm/vllm-openai``), whose entrypoint is the
+  API server, the words after the image are its arguments.
+- ``systemctl start|restart UNIT…``: one launch per unit, flag ``systemd:unit``; the engine is
+  sglang / vllm when the unit name says so, else ``other``.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ from analytics.models import Launch
 
 from .flags import (
     FlagSpec,
+    available_tables,
     guess_value,
     is_switch,
-    load_table,
+    resolve_flag,
     suggest_flag,
     takes_list,
     typed_value,
@@ -82,6 +91,10 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)
     unknown_flags: dict[str, str | None] = field(default_factory=dict)
     command: str = ""
+    flag_tables: list[str] = field(default_factory=list)
+    """Flag-table versions (oldest first) in which every known flag of this launch resolves to
+    the same name; empty when no single table knows them all (a mix of old and new flags).
+    Not carried into ``Launch`` -- its flags stay canonical names only."""
 
     def to_launch(self, session_id: str, msg_idx: int, call_id: str | None) -> Launch:
         return Launch(
@@ -126,6 +139,20 @@ class ScriptMemory:
 
     def __len__(self) -> int:
         return len(self._files)
+
+    def state(self) -> list[list[str | None]]:
+        """``[host, path, body]`` per file, in the order first written (JSON-serialisable);
+        ``ScriptMemory.from_state`` rebuilds an equal memory, same-name lookups included."""
+        return [[host, path, body] for (host, path), body in self._files.items()]
+
+    @classmethod
+    def from_state(cls, rows: list[list[str | None]]) -> ScriptMemory:
+        memory = cls()
+        for host, path, body in rows:
+            if not isinstance(path, str) or not isinstance(body, str):
+                raise ValueError(f"script memory row needs a path and a body, got {path!r}")
+            memory.remember(path, body, host)
+        return memory
 
     def may_be_named_in(self, unquoted: str) -> bool:
         """False only if no remembered file can be looked up from a command whose text, with
@@ -206,6 +233,8 @@ def _may_matter(command: str, scripts: ScriptMemory) -> bool:
     if "launch_server" in s or "api_server" in s:
         return True
     if "serve" in s and ("sglang" in s or "vllm" in s):
+        return True
+    if "systemctl" in s or (" run" in s and ("sglang" in s or "vllm" in s)):
         return True
     if "<<" in s or (">" in s and ("echo" in s or "printf" in s)):
         return True
@@ -294,6 +323,12 @@ class _Walker:
             if i + 1 < len(rest) and posixpath.basename(rest[i - 1]) in _SHELLS:
                 self.walk(rest[i + 1], host, cmd_env, depth + 1)
                 return
+        if head in ("docker", "podman") and len(rest) > 1 and rest[1] == "run":
+            self._container(rest, host, cmd_env, " ".join(words), depth)
+            return
+        if head == "systemctl":
+            self.found.extend(_systemctl(rest, host, cmd_env, " ".join(words)))
+            return
         entry = _find_entry(rest, search=head in _SEARCH_LAUNCHERS)
         if entry:
             engine, start, args_at = entry
@@ -308,6 +343,101 @@ class _Walker:
             body = self.scripts.lookup(script, host)
             if body is not None:
                 self.walk(body, host, cmd_env, depth + 1)
+
+    def _container(
+        self, words: list[str], host: str | None, env: dict[str, str], command: str, depth: int
+    ) -> None:
+        parsed = _docker_run(words)
+        if parsed is None:
+            return
+        image, inner, docker_env = parsed
+        env = {**env, **docker_env}
+        before = len(self.found)
+        entry = _find_entry(inner, search=True)
+        if entry:
+            engine, _, args_at = entry
+            self.found.append(_spec(engine, inner[args_at:], host, env, command))
+        elif inner and posixpath.basename(inner[0]) in _SHELLS and "-c" in inner:
+            i = inner.index("-c")
+            if i + 1 < len(inner):
+                self.walk(inner[i + 1], host, env, depth + 1)
+        elif _image_engine(image) == "vllm" and not (inner and _is_shell_or_python(inner[0])):
+            self.found.append(_spec("vllm", inner, host, env, command))
+        for spec in self.found[before:]:
+            spec.flags["docker:image"] = image
+
+
+_DOCKER_SWITCHES = frozenset(
+    {
+        "--rm",
+        "--privileged",
+        "--init",
+        "--detach",
+        "--interactive",
+        "--tty",
+        "--read-only",
+        "--publish-all",
+        "--no-healthcheck",
+        "--oom-kill-disable",
+        "--sig-proxy",
+        "--quiet",
+    }
+)
+_DOCKER_SHORT_SWITCHES = frozenset("ditPq")
+
+
+def _docker_run(words: list[str]) -> tuple[str, list[str], dict[str, str]] | None:
+    """``docker run [opts] IMAGE [cmd…]`` -> (image, command words, ``-e K=V`` env); an
+    ``--entrypoint`` is put in front of the command words."""
+    env: dict[str, str] = {}
+    entrypoint: list[str] = []
+    i, n = 2, len(words)
+    while i < n and words[i].startswith("-"):
+        opt, eq, inline = words[i].partition("=")
+        takes_value = not eq and not (
+            opt in _DOCKER_SWITCHES
+            or (not opt.startswith("--") and set(opt[1:]) <= _DOCKER_SHORT_SWITCHES)
+        )
+        value = words[i + 1] if takes_value and i + 1 < n else inline
+        if opt in ("-e", "--env") and (m := _ASSIGN.fullmatch(value)):
+            env[m.group(1)] = m.group(2)
+        elif opt == "--entrypoint" and value:
+            entrypoint = value.split()
+        i += 2 if takes_value else 1
+    if i >= n:
+        return None
+    return words[i], entrypoint + words[i + 1 :], env
+
+
+def _image_engine(image: str) -> str | None:
+    name = image.rpartition("/")[2].partition(":")[0].partition("@")[0].lower()
+    repo = image.lower()
+    for engine in ("sglang", "vllm"):
+        if engine in name or engine in repo.partition(":")[0]:
+            return engine
+    return None
+
+
+def _is_shell_or_python(word: str) -> bool:
+    head = posixpath.basename(word)
+    return head in _SHELLS or bool(_PYTHON.fullmatch(head))
+
+
+def _systemctl(
+    words: list[str], host: str | None, env: dict[str, str], command: str
+) -> list[LaunchSpec]:
+    """``systemctl [opts] start|restart UNIT…`` -> one launch per unit."""
+    rest = [w for w in words[1:] if not w.startswith("-")]
+    if not rest or rest[0] not in ("start", "restart", "try-restart", "reload-or-restart"):
+        return []
+    out = []
+    for unit in rest[1:]:
+        lowered = unit.lower()
+        engine = "sglang" if "sglang" in lowered else "vllm" if "vllm" in lowered else "other"
+        spec = _spec(engine, [], host, env, command)
+        spec.flags["systemd:unit"] = unit
+        out.append(spec)
+    return out
 
 
 def _expand(word: str, variables: dict[str, str]) -> str:
@@ -402,8 +532,8 @@ def _script_path(words: list[str]) -> str | None:
 def _spec(
     engine: str, args: list[str], host: str | None, env: dict[str, str], command: str
 ) -> LaunchSpec:
-    table = load_table(engine)
     spec = LaunchSpec(engine=engine, host=host, command=command)
+    versions = set(available_tables(engine))
     for var, text in env.items():
         safe = REDACTED if _SECRET_ENV.search(var) else text
         spec.env[var] = safe
@@ -417,10 +547,14 @@ def _spec(
             positionals.append(word)
             continue
         name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
-        canon, flag_spec, negated = _resolve(table, name)
-        if canon is None:
+        match = resolve_flag(engine, name)
+        flag_spec, negated = (match.spec, match.negated) if match else (None, False)
+        if match is None:
             spec.unknown_flags[name] = suggest_flag(engine, name)
             canon = name
+        else:
+            canon = match.canonical
+            versions.intersection_update(match.versions)
         if eq:
             value: Any = (
                 [typed_value(flag_spec, v) for v in inline.split(",")]
@@ -447,6 +581,7 @@ def _spec(
     if model is None and engine == "vllm" and positionals:
         model = positionals[0]
     spec.model = str(model) if model is not None else None
+    spec.flag_tables = [v for v in available_tables(engine) if v in versions]
     return spec
 
 
@@ -458,18 +593,3 @@ def _is_bool_switch(flag_spec: FlagSpec | None) -> bool:
     return is_switch(flag_spec) or (
         flag_spec is not None and flag_spec.action == "BooleanOptionalAction"
     )
-
-
-def _resolve(table: Any, name: str) -> tuple[str | None, FlagSpec | None, bool]:
-    """(canonical name, spec, negated) — ``--no-x`` negates a BooleanOptionalAction flag."""
-    if table is None:
-        return None, None, False
-    canon = table.resolve(name)
-    if canon:
-        return canon, table.flags.get(canon), False
-    if name.startswith("--no-"):
-        positive = table.resolve("--" + name[5:])
-        spec = table.flags.get(positive) if positive else None
-        if spec is not None and spec.action == "BooleanOptionalAction":
-            return positive, spec, True
-    return None, None, False
