@@ -38,6 +38,7 @@ RELEASE_LOCK_EVERY_S = 1.0
 SESSION_TABLES = (
     "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
     "measurements", "campaigns", "levers", "readiness_claims", "redactions", "search_docs",
+    "analysis_state",
 )
 
 Progress = Callable[[str, int], None]

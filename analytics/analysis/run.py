@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 
+from analytics.errors import AnalyticsError
 from analytics.models import (
     Launch,
     Measurement,
@@ -91,6 +93,7 @@ class Analyser:
     ) -> int:
         """Analyse messages ``msg_idx >= start_idx`` plus ``extra_idx`` (older messages whose
         tool calls just completed), replacing any analysis rows they had."""
+        self._restore_tooling(con, session_id)
         extra = sorted({i for i in extra_idx if i < start_idx})
         if extra:
             self._delete(con, session_id, extra)
@@ -106,7 +109,32 @@ class Analyser:
             self._write(con, self.analyse(contexts))
             n += len(contexts)
             lo += CHUNK
+        self._save_tooling(con, session_id)
         return n
+
+    def _restore_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
+        from analytics.analysis.tooling import ToolingExtractor
+
+        if session_id in self._tooling:
+            return
+        row = con.execute(
+            "SELECT state FROM analysis_state WHERE session_id = ? AND analyser = 'tooling'",
+            [session_id],
+        ).fetchone()
+        if row and row[0]:
+            try:
+                self._tooling[session_id] = ToolingExtractor.from_state(orjson.loads(row[0]))
+            except (AnalyticsError, ValueError):
+                pass  # a state from another version: start afresh
+
+    def _save_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
+        extractor = self._tooling.get(session_id)
+        if extractor is None:
+            return
+        con.execute(
+            "INSERT OR REPLACE INTO analysis_state VALUES (?, 'tooling', ?)",
+            [session_id, orjson.dumps(extractor.state(), default=str).decode()],
+        )
 
     def _analyse_idx(self, con: duckdb.DuckDBPyConnection, session_id: str, idx: list[int]) -> None:
         contexts = [
@@ -155,8 +183,6 @@ class Analyser:
         ).fetchall()
         if not rows:
             return
-        import orjson
-
         launches = [
             Launch(
                 session_id=r[0], msg_idx=r[1], call_id=r[2], engine=r[3], model=r[4], host=r[5],

@@ -240,7 +240,23 @@ def m004_search(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_core, m002_analysis, m003_redactions, m004_search]
+def m005_analysis_state(con: duckdb.DuckDBPyConnection) -> None:
+    """What stateful analysers remember about a session, so an appended file continues."""
+    con.execute(
+        """
+        CREATE TABLE analysis_state (
+            session_id VARCHAR,
+            analyser VARCHAR,
+            state JSON,
+            PRIMARY KEY (session_id, analyser)
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    m001_core, m002_analysis, m003_redactions, m004_search, m005_analysis_state,
+]
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> set[str]:

@@ -313,6 +313,9 @@ class _Walker:
             if remote:
                 self.walk(remote, target or host, cmd_env, depth + 1)
             return
+        if head in ("docker", "podman") and len(rest) > 1 and rest[1] == "run":
+            self._container(rest, host, cmd_env, " ".join(words), depth)
+            return
         if head in _SHELLS | {"su"} and "-c" in rest:
             i = rest.index("-c")
             if i + 1 < len(rest):
@@ -323,9 +326,6 @@ class _Walker:
             if i + 1 < len(rest) and posixpath.basename(rest[i - 1]) in _SHELLS:
                 self.walk(rest[i + 1], host, cmd_env, depth + 1)
                 return
-        if head in ("docker", "podman") and len(rest) > 1 and rest[1] == "run":
-            self._container(rest, host, cmd_env, " ".join(words), depth)
-            return
         if head == "systemctl":
             self.found.extend(_systemctl(rest, host, cmd_env, " ".join(words)))
             return
