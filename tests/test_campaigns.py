@@ -3,8 +3,13 @@ import pandas as pd
 import pytest
 from golden.case_studies import DSV4, SessionBuilder, build_dsv4
 
-from analytics.analysis.campaigns import classify_delta, find_goals
-from analytics.analysis.session import analyse_session, load_session_frames
+from analytics.analysis.campaigns import (
+    classify_delta,
+    comparable_label,
+    find_campaigns,
+    find_goals,
+)
+from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
 from analytics.store.migrations import migrate
 
 
@@ -116,7 +121,9 @@ def test_lower_is_better_campaign_and_pending_lever() -> None:
     assert campaign.target_metric == "mean_ttft_ms" and campaign.target_value == 200.0
     assert campaign.status == "met"
     chunked, compile_ = result.levers
-    assert chunked.name == "chunked prefill" and chunked.outcome == "improved"
+    # a tuning lever is named by the launch change that put it in force
+    assert chunked.name == "--chunked-prefill-size unset→2048"
+    assert chunked.outcome == "improved" and chunked.description.startswith("chunked prefill")
     assert chunked.value_before == 420.0 and chunked.value_after == 180.0  # same label only
     assert chunked.delta_pct == pytest.approx(-57.14, abs=0.01)
     assert compile_.name == "torch.compile" and compile_.outcome == "pending"
@@ -130,3 +137,145 @@ def test_no_goal_no_campaign() -> None:
     b.msg("assistant", "Let me try enabling CUDA graphs.", 1)
     b.save("x", "m")
     assert analyse_session(load_session_frames(con, "codex:x")).campaigns == []
+
+
+# --------------------------------------------------------------------------- synthetic frames
+# A parameter sweep told only by structure: launches whose changed_flags differ and
+# benchmark rows whose labels name the launch they measured (``launch_msg_idx=K``).
+
+_SWEEP_FLAGS = {"--chunked-prefill-size": 8192, "--max-running-requests": 128, "--tp-size": 2}
+
+
+class _Sweep:
+    """Builds the frames of a tuning session without a database."""
+
+    def __init__(self, goal: str) -> None:
+        self.messages: list[dict] = []
+        self.launches: list[dict] = []
+        self.measurements: list[dict] = []
+        self.flags: dict = {}
+        self.msg("user", goal)
+
+    def msg(self, role: str, text: str = "") -> int:
+        idx = len(self.messages)
+        self.messages.append(
+            {
+                "session_id": "synthetic:sweep",
+                "msg_idx": idx,
+                "source_id": f"L{idx}",
+                "role": role,
+                "text": text,
+            }
+        )
+        return idx
+
+    def launch(self, **flags: object) -> int:
+        idx = self.msg("assistant")
+        given = {
+            k if k.startswith("--") else "--" + k.replace("_", "-"): v for k, v in flags.items()
+        }
+        new = {**self.flags, **given}
+        changed = {k: [self.flags.get(k), v] for k, v in new.items() if self.flags.get(k) != v}
+        self.launches.append(
+            {
+                "msg_idx": idx,
+                "engine": "sglang",
+                "flags": new,
+                "changed_flags": changed if self.flags else None,
+            }
+        )
+        self.flags = new
+        return idx
+
+    def bench(self, launch: int, ttft: float, rate: int = 8) -> int:
+        idx = self.msg("tool")
+        label = f"concurrency=64,request_rate={rate},launch_msg_idx={launch}"
+        for metric, value in (("ttft_mean", ttft), ("ttft_p99", ttft * 2)):
+            self.measurements.append(
+                {
+                    "msg_idx": idx,
+                    "metric": metric,
+                    "value": value,
+                    "unit": "ms",
+                    "label": label,
+                    "source": "bench_serving",
+                }
+            )
+        return idx
+
+    def frames(self) -> SessionFrames:
+        return SessionFrames(
+            session=pd.DataFrame([{"session_id": "synthetic:sweep"}]),
+            messages=pd.DataFrame(self.messages),
+            launches=pd.DataFrame(self.launches),
+            measurements=pd.DataFrame(self.measurements),
+        )
+
+
+def _sweep(final: float = 95.0) -> SessionFrames:
+    s = _Sweep("Mean TTFT under 100 ms at 8 req/s, please tune the scheduler flags.")
+    s.msg("assistant", "Baseline first, then let me sweep chunked prefill down.")
+    s.bench(s.launch(**_SWEEP_FLAGS), 200.0)
+    s.bench(s.launch(chunked_prefill_size=4096), 150.0)  # improved
+    s.bench(s.launch(max_running_requests=64), 148.0, rate=16)  # other load: not comparable
+    s.msg("assistant", "Next point: chunked-prefill-size 4096, max-running-requests 64.")
+    s.bench(len(s.messages) - 3, 149.0)  # the same launch measured at the campaign's load
+    s.bench(s.launch(chunked_prefill_size=2048), 180.0)  # worse: not kept
+    s.bench(s.launch(chunked_prefill_size=4096, max_running_requests=48), final)
+    return s.frames()
+
+
+def test_comparable_label_ignores_the_launch_key() -> None:
+    assert comparable_label("concurrency=64,request_rate=8,launch_msg_idx=7") == (
+        "concurrency=64,request_rate=8"
+    )
+    assert comparable_label("launch_msg_idx=7") is None
+    assert comparable_label(None) is None
+    assert comparable_label("concurrency=16") == "concurrency=16"
+
+
+def test_sweep_levers_are_launch_diffs_against_the_kept_configuration() -> None:
+    (campaign,), levers = find_campaigns(_sweep())
+    rows = [(lv.name, lv.value_before, lv.value_after, lv.outcome) for lv in levers]
+    assert rows == [
+        ("--chunked-prefill-size 8192→4096", 200.0, 150.0, "improved"),
+        ("--max-running-requests 128→64", 150.0, 149.0, "no_effect"),
+        ("--chunked-prefill-size 4096→2048", 150.0, 180.0, "worse"),
+        ("--chunked-prefill-size 2048→4096, --max-running-requests 64→48", 150.0, 95.0, "improved"),
+    ]
+    assert [lv.seq for lv in levers] == [1, 2, 3, 4]
+    assert levers[0].delta_pct == pytest.approx(-25.0)  # lower is better: a fall improves
+    assert levers[0].metric == "ttft_mean"
+    assert "reverts --chunked-prefill-size back to 4096" in str(levers[-1].description)
+
+
+def test_lower_is_better_sweep_campaign_baseline_best_and_status_met() -> None:
+    (campaign,), _ = find_campaigns(_sweep())
+    assert campaign.target_metric == "ttft_mean" and campaign.target_value == 100.0
+    assert campaign.baseline_value == 200.0  # the first launch, before any flag changed
+    assert campaign.best_value == 95.0
+    assert campaign.status == "met"
+    assert campaign.end_msg_idx == int(_sweep().measurements["msg_idx"].max())
+
+
+def test_lower_is_better_sweep_not_met_above_target() -> None:
+    (campaign,), levers = find_campaigns(_sweep(final=120.0))
+    assert campaign.best_value == 120.0 and campaign.status == "not_met"
+    assert levers[-1].outcome == "improved"
+
+
+def test_announced_tuning_lever_measures_nothing_before_its_launch() -> None:
+    s = _Sweep("Get mean TTFT under 100 ms.")
+    s.msg("assistant", "Let me try a smaller chunked prefill size.")
+    s.bench(s.launch(**_SWEEP_FLAGS), 200.0)  # the announcement is not in force yet
+    (campaign,), (lever,) = find_campaigns(s.frames())
+    assert campaign.baseline_value == 200.0
+    assert lever.outcome == "pending" and lever.value_after is None
+
+
+def test_deployment_without_a_target_has_no_campaign() -> None:
+    s = _Sweep("Deploy Qwen3-32B with vLLM, tensor parallel 2, then benchmark it.")
+    s.bench(s.launch(**_SWEEP_FLAGS), 212.0)
+    s.msg("assistant", "TTFT stays under 400 ms up to c32 and jumps to ~900 ms at c64.")
+    s.bench(s.launch(max_running_requests=32), 640.0)
+    assert find_campaigns(s.frames()) == ([], [])

@@ -3,7 +3,8 @@
 A *goal* is a target somebody states ("~1000 tok/s", "2x faster", "TTFT under
 200 ms"). A *lever* is a change (a named technique, a launch whose flags
 changed, an env change) followed by a measurement of the goal's metric under
-the same conditions (same ``label``, e.g. ``concurrency=16``). The lever's
+the same conditions (same ``label``, e.g. ``concurrency=16``; keys that name the
+run rather than the load, such as ``launch_msg_idx``, are ignored). The lever's
 outcome compares that measurement with the value of the configuration in force
 before it: the baseline, or the last lever that was kept (improved/no effect).
 
@@ -240,6 +241,36 @@ def choose_metric(family: str, measurements: pd.DataFrame) -> str:
     return str(spec["preferred"][0])
 
 
+# --------------------------------------------------------------------------- labels
+
+
+def label_keys(label: str | None) -> dict[str, str]:
+    """``concurrency=64,request_rate=8`` as a dict (parts without ``=`` keep an empty value)."""
+    out: dict[str, str] = {}
+    for part in (label or "").split(","):
+        key, _, value = part.strip().partition("=")
+        if key:
+            out[key] = value
+    return out
+
+
+def comparable_label(label: str | None) -> str | None:
+    """The load conditions of a measurement label: the label without the keys that name
+    the run (``launch_msg_idx``, ``run``, …; see ``label_ignore_keys`` in targets.json).
+    Two measurements are comparable when their comparable labels are equal."""
+    if label is None:
+        return None
+    ignore = set(_targets().get("label_ignore_keys", []))
+    kept = [p.strip() for p in label.split(",") if p.strip().partition("=")[0] not in ignore]
+    return ",".join(kept) or None
+
+
+def _launch_of(label: str | None) -> int | None:
+    """The launch a measurement was taken against, when its label names it."""
+    value = label_keys(label).get("launch_msg_idx", "")
+    return int(value) if value.isdigit() else None
+
+
 # --------------------------------------------------------------------------- events
 
 
@@ -254,7 +285,8 @@ class Event:
     flags: dict[str, Any] = field(default_factory=dict, compare=False)
     value: float | None = field(default=None, compare=False)
     metric: str | None = field(default=None, compare=False)
-    label: str | None = field(default=None, compare=False)
+    label: str | None = field(default=None, compare=False)  # comparable conditions only
+    launch: int | None = field(default=None, compare=False)  # the launch measured, if known
 
 
 def _text_events(messages: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
@@ -346,17 +378,21 @@ def _measure_events(measurements: pd.DataFrame, metrics: list[str]) -> list[Even
     if measurements.empty:
         return []
     rows = measurements[measurements["metric"].isin(metrics)]
-    return [
-        Event(
-            int(r.msg_idx),
-            3,
-            "measure",
-            value=float(r.value),
-            metric=str(r.metric),
-            label=None if pd.isna(r.label) else str(r.label),
+    events = []
+    for r in rows.itertuples(index=False):
+        label = None if pd.isna(r.label) else str(r.label)
+        events.append(
+            Event(
+                int(r.msg_idx),
+                3,
+                "measure",
+                value=float(r.value),
+                metric=str(r.metric),
+                label=comparable_label(label),
+                launch=_launch_of(label),
+            )
         )
-        for r in rows.itertuples(index=False)
-    ]
+    return events
 
 
 # --------------------------------------------------------------------------- levers
@@ -364,7 +400,7 @@ def _measure_events(measurements: pd.DataFrame, metrics: list[str]) -> list[Even
 
 @dataclass
 class _Draft:
-    name: str
+    name: str  # the vocabulary name (or, for a launch-diff lever, its flag changes)
     start: int
     end: int
     via: str
@@ -373,6 +409,11 @@ class _Draft:
     after: Event | None = None
     na_msg: int | None = None
     frozen: bool = False
+    title: str | None = None  # what the reader sees, when not ``name``
+    # A lever set by launch flags, announced before its launch: numbers measured before
+    # that launch belong to the configuration in force, not to the lever.
+    awaits_launch: bool = False
+    launch_msg: int | None = None
 
     def touch(self, msg_idx: int, note: str = "") -> None:
         self.end = max(self.end, msg_idx)
@@ -396,14 +437,16 @@ def _describe_changes(changed: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _new_value(change: Any) -> Any:
+    return change[1] if isinstance(change, list | tuple) and len(change) == 2 else change
+
+
 def _levers_for_flags(changed: dict[str, Any], vocab: Vocabulary) -> list[LeverSpec]:
     """Levers touched by a launch, those whose flag was set/raised first."""
 
     def added(flag: str) -> bool:
         change = changed[flag]
-        return not (
-            isinstance(change, list | tuple) and len(change) == 2 and change[1] in (None, False)
-        )
+        return not isinstance(change, list | tuple) or _new_value(change) not in (None, False)
 
     found: list[tuple[int, int, LeverSpec]] = []
     for flag in changed:
@@ -416,8 +459,16 @@ def _levers_for_flags(changed: dict[str, Any], vocab: Vocabulary) -> list[LeverS
     return list(seen.values())
 
 
+_NAME_CHARS = 120
+
+
 class _LeverWalk:
-    """Walks the events of one campaign window and drafts its levers."""
+    """Walks the events of one campaign window and drafts its levers.
+
+    Named techniques (``role: primary`` in levers.json) are one lever however many
+    launches they take (a retry after an OOM included). Tuning parameters and flags
+    the vocabulary does not know are swept: every launch that changes them after the
+    previous setting was measured is a lever of its own, named by its flag changes."""
 
     def __init__(
         self,
@@ -425,17 +476,27 @@ class _LeverWalk:
         source_id: Any,
         label: str | None = None,
         lower_better: bool = False,
+        has_launches: bool = False,
     ) -> None:
         self.vocab = vocab
         self.label = label
         self.lower_better = lower_better
         self.ref = source_id
+        self.has_launches = has_launches
         self.drafts: list[_Draft] = []
         self.current: _Draft | None = None
         self.concluded: set[str] = set()
+        self.seen_values: dict[str, list[Any]] = {}  # every value each flag had, in order
+        self.baseline: dict[tuple[str, str | None], float] | None = None
+
+    def _spec(self, name: str) -> LeverSpec | None:
+        return next((s for s in self.vocab.levers if s.name == name), None)
 
     def _open(self, name: str, msg_idx: int, via: str, note: str) -> _Draft:
         self.current = _Draft(name=name, start=msg_idx, end=msg_idx, via=via, notes=[note])
+        spec = self._spec(name)
+        if via == "mention" and spec is not None and spec.flags and self.has_launches:
+            self.current.awaits_launch = True
         self.drafts.append(self.current)
         self.concluded.add(name)
         return self.current
@@ -444,7 +505,8 @@ class _LeverWalk:
         assert ev.lever
         cur = self.current
         if cur and cur.name == ev.lever and not cur.frozen:
-            cur.touch(ev.msg_idx)
+            if cur.title is None or cur.after is None:  # a measured sweep step is done
+                cur.touch(ev.msg_idx)
             return
         if ev.lever in self.concluded:
             return
@@ -452,48 +514,80 @@ class _LeverWalk:
         self._open(ev.lever, ev.msg_idx, "mention", note)
 
     def launch(self, ev: Event) -> None:
+        reverts = self._reverts(ev)
         cur = self.current
         if cur and (cur.after is not None or cur.na_msg is not None):
             cur.frozen = True  # later numbers belong to whatever comes next
         changes = _describe_changes(ev.changed)
+        note = f"launch at {self.ref(ev.msg_idx)}: {changes}" + reverts
         specs = _levers_for_flags(ev.changed, self.vocab)
         names = [s.name for s in specs]
         fresh = [s for s in specs if s.name not in self.concluded]
         open_cur = cur if cur and not cur.frozen else None
         if open_cur and open_cur.name in names:
-            open_cur.touch(ev.msg_idx, f"launch at {self.ref(ev.msg_idx)}: {changes}")
+            open_cur.touch(ev.msg_idx, note)
+            self._realise(open_cur, ev, changes)
             return
         primary = [s for s in fresh if s.role == "primary"]
         if primary:
-            self._open(
-                primary[0].name,
-                ev.msg_idx,
-                "launch",
-                f"launch at {self.ref(ev.msg_idx)}: {changes}",
-            )
+            self._open(primary[0].name, ev.msg_idx, "launch", note)
             return
+        if open_cur and open_cur.awaits_launch and ev.changed:
+            open_cur.frozen = True  # announced, never launched: it stays pending
+            open_cur = None
         if open_cur and open_cur.failures and not self._is_retry(open_cur, ev, specs):
             open_cur.frozen = True  # reverted after the failure: later numbers are not its
+        elif open_cur and open_cur.awaits_launch:
+            open_cur.touch(ev.msg_idx, f"launch at {self.ref(ev.msg_idx)}, its flags unchanged")
+            return
         elif open_cur:
             verb = "relaunched" if open_cur.failures else "launch"
-            note = f"{verb} at {self.ref(ev.msg_idx)}" + (f" with {changes}" if changes else "")
-            open_cur.touch(ev.msg_idx, note)
+            text = f"{verb} at {self.ref(ev.msg_idx)}" + (f" with {changes}" if changes else "")
+            open_cur.touch(ev.msg_idx, text + reverts)
             return
-        if fresh:
-            self._open(
-                fresh[0].name,
-                ev.msg_idx,
-                "launch",
-                f"launch at {self.ref(ev.msg_idx)}: {changes}",
-            )
-        elif ev.changed and not specs:
-            name = f"launch flags ({changes[:60]})"
-            self._open(name, ev.msg_idx, "launch", f"launch at {self.ref(ev.msg_idx)}: {changes}")
+        if ev.changed and all(s.role != "primary" for s in specs):
+            self._open_sweep_step(ev, specs, changes, note)
+
+    def _open_sweep_step(self, ev: Event, specs: list[LeverSpec], changes: str, note: str) -> None:
+        """A launch that changes tuning (or unknown) flags: a lever named by its changes."""
+        known = ", ".join(f"{s.name} ({s.role})" for s in specs)
+        draft = self._open(changes[:_NAME_CHARS], ev.msg_idx, "launch", note)
+        if known:
+            draft.notes.insert(0, known)
+        draft.launch_msg = ev.msg_idx
+        self.concluded.update(s.name for s in specs)
+
+    def _realise(self, draft: _Draft, ev: Event, changes: str) -> None:
+        """The launch that puts an announced lever in force."""
+        if not draft.awaits_launch:
+            return
+        spec = self._spec(draft.name)
+        if spec and any(spec.matches_flag(f) for f in ev.changed):
+            draft.awaits_launch = False
+            draft.launch_msg = ev.msg_idx
+            if spec.role != "primary":  # a sweep step: it starts when its setting does
+                draft.title = changes[:_NAME_CHARS]
+                draft.notes.insert(0, f"{spec.name} ({spec.role})")
+                draft.start = ev.msg_idx
+
+    def _reverts(self, ev: Event) -> str:
+        """Flags set back to a value they had earlier in the session (a revert)."""
+        back = []
+        for flag, change in sorted(ev.changed.items()):
+            value = _new_value(change)
+            history = self.seen_values.get(flag, [])
+            if value is not None and value in history[:-1]:
+                back.append(f"{flag} back to {_fmt(value)}")
+        for flag, value in ev.flags.items():
+            history = self.seen_values.setdefault(flag, [])
+            if not history or history[-1] != value:
+                history.append(value)
+        return f" (reverts {', '.join(back)}, an earlier setting)" if back else ""
 
     def _is_retry(self, cur: _Draft, ev: Event, specs: list[LeverSpec]) -> bool:
         """After a failure: does this launch retry the lever (its own flags still set, or
         only tuning flags such as --mem-fraction-static changed) rather than revert it?"""
-        spec = next((s for s in self.vocab.levers if s.name == cur.name), None)
+        spec = self._spec(cur.name)
         if spec and any(
             spec.matches_flag(f) and v not in (None, False) for f, v in ev.flags.items()
         ):
@@ -540,20 +634,30 @@ class _LeverWalk:
         )
         draft.na_msg = ev.msg_idx
 
+    def _measures_prior_config(self, ev: Event, cur: _Draft) -> bool:
+        """Taken before the lever was in force: before its launch (the label names an
+        earlier launch), or before any launch of an announced launch-flag lever."""
+        if cur.awaits_launch:
+            return True
+        return ev.launch is not None and cur.launch_msg is not None and ev.launch < cur.launch_msg
+
     def measure(self, ev: Event, reference: dict[tuple[str, str | None], float]) -> None:
         cur = self.current
         key = (str(ev.metric), ev.label)
         value = float(ev.value or 0.0)
         settled = cur is None or cur.frozen or cur.na_msg is not None
-        if settled or (cur is not None and cur.via == "mention" and ev.msg_idx <= cur.start):
+        early = cur is not None and cur.via == "mention" and ev.msg_idx <= cur.start
+        if settled or early or (cur is not None and self._measures_prior_config(ev, cur)):
             # Before any lever: the baseline (latest wins). Between levers: only fills a
             # condition not measured before; the kept configuration is set by levers.
-            if len(self.drafts) <= 1 and (cur is None or ev.msg_idx <= cur.start):
+            if self.baseline is None and len(self.drafts) <= 1 and not (settled and cur):
                 reference[key] = value
             else:
                 reference.setdefault(key, value)
             return
         assert cur is not None
+        if self.baseline is None:
+            self.baseline = dict(reference)  # the configuration before the first result
         if _prefer(ev, cur.after, reference, self.label, self.lower_better):
             cur.after = ev
         cur.touch(ev.msg_idx)
@@ -628,7 +732,7 @@ def _finish(
         campaign_id=campaign_id,
         session_id=session_id,
         seq=seq,
-        name=draft.name,
+        name=draft.title or draft.name,
         description="; ".join(notes),
         start_msg_idx=draft.start,
         end_msg_idx=draft.end,
@@ -676,7 +780,7 @@ def _primary_label(measurements: pd.DataFrame, metric: str) -> str | None:
     )
     if rows.empty:
         return None
-    labels = Counter("" if pd.isna(v) else str(v) for v in rows["label"])
+    labels = Counter(comparable_label(None if pd.isna(v) else str(v)) or "" for v in rows["label"])
     best = sorted(labels.items(), key=lambda kv: -kv[1])[0][0]
     return best or None
 
@@ -736,14 +840,15 @@ def _campaign(
     metric = choose_metric(goal.family, frames.measurements)
     lower_better = bool(family["lower_is_better"])
     label = _primary_label(frames.measurements, metric)
+    launches = _window(frames.launches, goal.msg_idx, end)
     events = sorted(
         _text_events(_window(shared.messages, goal.msg_idx, end), vocab)
-        + _launch_events(_window(frames.launches, goal.msg_idx, end))
+        + _launch_events(launches)
         + _command_events(_window(shared.tool_calls, goal.msg_idx, end), vocab)
         + shared.failures
         + shared.measures(metric)
     )
-    walk = _LeverWalk(vocab, frames.ref, label, lower_better)
+    walk = _LeverWalk(vocab, frames.ref, label, lower_better, has_launches=not launches.empty)
     reference: dict[tuple[str, str | None], float] = {}
     baseline: float | None = None
     finished: list[Lever] = []
@@ -793,8 +898,11 @@ def _campaign(
                 frames.ref,
             )
         )
-    elif baseline is None:
-        baseline = reference.get((metric, label))
+    key = (metric, label)
+    if walk.baseline is not None and key in walk.baseline:
+        baseline = walk.baseline[key]  # the configuration in force before the first result
+    elif baseline is None and all(lv.value_after is None for lv in finished):
+        baseline = reference.get(key)  # measured only after the levers were announced
     return _summarise(
         frames, goal, end, campaign_id, metric, label, baseline, finished, lower_better
     ), finished
@@ -814,7 +922,8 @@ def _summarise(
     m = _window(frames.measurements, 0, end)
     values = m[(m["metric"] == metric)] if not m.empty else m
     if label is not None and not values.empty:
-        values = values[values["label"] == label]
+        same = [comparable_label(None if pd.isna(v) else str(v)) == label for v in values["label"]]
+        values = values[same]
     after_goal = values[values["msg_idx"] >= goal.msg_idx] if not values.empty else values
     pool = after_goal if not after_goal.empty else values
     best = None
