@@ -281,7 +281,33 @@ def test_no_false_positives_on_sample_sessions(redactor: Redactor) -> None:
 def test_fast_path_skips_text_without_triggers(redactor: Redactor) -> None:
     text = "Decode batch. #running-req: 1, #token: 108, gen throughput (token/s): 0.39\n" * 1000
     assert redactor.may_hold_secret("the server is fired up and ready to roll") is False
+    assert redactor.may_hold_secret(text) is False  # "#token: 108" is no assignment to vet
     assert redactor.redact(text) == (text, {})
+
+
+@pytest.mark.parametrize("sep", ["\n", " "])
+def test_secrets_deep_in_a_long_text_are_found_in_their_windows(
+    redactor: Redactor, sep: str
+) -> None:
+    # Texts longer than a window are scanned only around gate hits; placement must not matter.
+    filler = sep.join(["token usage: 0.04, #token: 5123, gen throughput (token/s): 81.2"] * 4000)
+    secrets = [text for _, text, _ in EXAMPLES]
+    text = f"{sep}{filler}{sep}".join(secrets)
+    want = [(f.kind, text[f.start : f.end]) for f in redactor.find(text)]
+    alone = [(f.kind, s[f.start : f.end]) for s in secrets for f in redactor.find(s)]
+    assert want == alone
+    out, counts = redactor.redact(text)
+    assert sum(counts.values()) == len(alone)
+    assert not [secret for _, _, secret in EXAMPLES if secret in out]
+
+
+def test_high_entropy_only_on_credential_assignments(redactor: Redactor) -> None:
+    value = "Zk8sP2qLm9Xv4Rt7Yw1Bn6Cd3Fg5Hj0K"
+    assert redactor.redact(f'config = {{"aws_secret": "{value}"}}')[1] == {"env_secret": 1}
+    assert redactor.redact(f'cache = {{"tokenizer": "{value}"}}') == (
+        f'cache = {{"tokenizer": "{value}"}}',
+        {},
+    )
 
 
 def test_long_adversarial_inputs_finish(redactor: Redactor) -> None:

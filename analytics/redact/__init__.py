@@ -7,9 +7,13 @@ counts per kind. Patterns live in ``data/secret_patterns.json``; a few
 detect-secrets plugins (used as a library) add vendor formats and high-entropy
 strings named next to a credential word.
 
-Fast path: a text containing none of the patterns' trigger substrings is returned
-untouched without running any regex. All regexes have bounded quantifiers, so the
-cost stays linear in the text length.
+Fast path: a few ``gate`` regexes (one per rare "pivot" character, see the data
+file) find every place a secret can be; a text without a gate hit (nearly all of
+them) is returned untouched after one lowercasing and a handful of memchr-led
+searches. Around each hit the precise patterns, checks and detect-secrets plugins
+run on a window of the text; the high-entropy plugin only on lines the gate flagged
+as credential assignments. All regexes have bounded quantifiers, so the cost stays
+linear in the text length.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from analytics.redact.patterns import (
     CHECKS,
     PatternSet,
     Scan,
-    ascii_lower,
     classes,
     is_boundary,
     load_patterns,
@@ -72,6 +75,10 @@ PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{4}\]")
 _TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "-_.+/=")
 _HEX = frozenset(string.hexdigits + "-")
 _TYPED_ID = re.compile(r"[a-z]{2,10}[-_][A-Za-z0-9_-]+")
+_REACH = 33 * 1024
+"""How far past a gate hit its window runs (a private key block may span 32 KiB)."""
+_BACK = 4096
+"""How far before a gate hit its window starts (then back to a space or newline)."""
 
 
 def placeholder(kind: str, secret: str) -> str:
@@ -121,7 +128,6 @@ class Redactor:
         self._entropy = _load_entropy_plugin(float(he["base64_limit"]))
         self._he_kind: str = he["kind"]
         self._he_len = (int(he["min_len"]), int(he["max_len"]))
-        self._he_words: tuple[str, ...] = tuple(he["context_words"])
 
     @property
     def version(self) -> str:
@@ -129,28 +135,15 @@ class Redactor:
         return self._ps.version
 
     def may_hold_secret(self, text: str) -> bool:
-        """Fast path: False when no trigger substring occurs (then nothing is redacted)."""
-        return self._scan(text) is not None
-
-    def _scan(self, text: str) -> Scan | None:
-        """A Scan of ``text`` when one of the gate needles occurs in it, else None."""
-        low = ascii_lower(text)
-        if any(n in low for n in self._ps.gate) or any(
-            rx.search(low) for rx in self._ps.gate_regexes
-        ):
-            return Scan(text, low)
-        return None
-
-    def _wants_entropy(self, scan: Scan) -> bool:
-        quoted = scan.has('"') or scan.has("'")
-        return quoted and any(scan.has_ci(w) for w in self._he_words)
+        """Fast path: False when no gate hits (then nothing is redacted)."""
+        return self._ps.gate.any_hit(text) is not None
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
         """Return ``text`` with secrets replaced, and the number replaced per kind."""
-        scan = self._scan(text) if text else None
-        if scan is None:
+        low = self._ps.gate.any_hit(text) if text else None
+        if low is None:
             return text, {}
-        findings = self._find(scan)
+        findings = self._find_gated(text, low)
         if not findings:
             return text, {}
         out: list[str] = []
@@ -166,9 +159,29 @@ class Redactor:
 
     def find(self, text: str) -> list[Finding]:
         """Every secret in ``text``, sorted by position, without overlaps."""
-        return self._find(Scan(text))
+        low = self._ps.gate.any_hit(text)
+        return [] if low is None else self._find_gated(text, low)
 
-    def _find(self, scan: Scan) -> list[Finding]:
+    def _find_gated(self, text: str, low: str) -> list[Finding]:
+        """Run the precise patterns on the windows around the gate hits."""
+        windows: list[list[int]] = []  # [start, end, credential-assignment offsets...]
+        for m in self._ps.gate.hits(text, low):
+            start, end = _window(text, m.start(), m.end())
+            if windows and start <= windows[-1][1]:
+                windows[-1][0] = min(windows[-1][0], start)
+                windows[-1][1] = max(windows[-1][1], end)
+            else:
+                windows.append([start, end])
+            if m.lastgroup:
+                windows[-1].append(m.start())
+        found: list[Finding] = []
+        for start, end, *cred in windows:
+            scan = Scan(text[start:end], low[start:end])
+            for f in self._find(scan, [c - start for c in cred]):
+                found.append(Finding(f.kind, f.start + start, f.end + start, f.priority))
+        return found
+
+    def _find(self, scan: Scan, cred: list[int]) -> list[Finding]:
         text = scan.text
         spans = _Spans()
         if "[REDACTED:" in text:  # never redact inside an existing placeholder
@@ -183,53 +196,56 @@ class Redactor:
                 if all(CHECKS[c](text, m, secret, self._ps) for c in pat.checks):
                     spans.add(Finding(pat.kind, start, end, prio))
         base = len(self._ps.patterns)
-        for f in self._detect_secrets(scan, base):
+        for f in self._detect_secrets(scan, base, cred):
             spans.add(f)
         return [f for f in spans.items if f.kind]
 
     # -- detect-secrets ---------------------------------------------------------
 
-    def _detect_secrets(self, scan: Scan, base: int) -> list[Finding]:
+    def _detect_secrets(self, scan: Scan, base: int, cred: list[int]) -> list[Finding]:
         text = scan.text
         found: list[Finding] = []
         for i, (kind, triggers, plugin) in enumerate(self._plugins):
             if any(scan.has(t) for t in triggers):
-                for offset, line in self._lines(scan, triggers, ci=False):
+                for offset, line in self._lines(text, [_positions(text, t) for t in triggers]):
                     for secret in plugin.analyze_string(line):
                         found.extend(_occurrences(kind, text, line, offset, secret, base + i))
-        if self._wants_entropy(scan):
-            found.extend(self._high_entropy(scan, base + len(self._plugins)))
+        if cred:
+            found.extend(self._high_entropy(text, cred, base + len(self._plugins)))
         return found
 
-    def _lines(self, scan: Scan, needles: tuple[str, ...], ci: bool) -> list[tuple[int, str]]:
-        """(offset, line) for each line holding a needle; a long line gives a window."""
-        hay = scan.low if ci else scan.text
-        text, half = scan.text, self._max_line // 2
+    def _lines(self, text: str, groups: list[list[int]]) -> list[tuple[int, str]]:
+        """(offset, line) for each line holding a position; a long line gives a window
+        around the first position of each group in it."""
+        half = self._max_line // 2
         seen: set[int] = set()
         result: list[tuple[int, str]] = []
-        for needle in needles:
-            i = hay.find(needle)
-            while i >= 0:
+        for positions in groups:
+            done = -1
+            for i in positions:
+                if i < done:
+                    continue
                 start = text.rfind("\n", 0, i) + 1
                 end = text.find("\n", i)
                 end = len(text) if end < 0 else end
                 if end - start > self._max_line:
                     start, end = max(start, i - half), min(end, i + half)
+                done = max(end, i + 1)
                 if start not in seen:
                     seen.add(start)
                     result.append((start, text[start:end]))
-                i = hay.find(needle, max(end, i + 1))
         return result
 
-    def _high_entropy(self, scan: Scan, prio: int) -> list[Finding]:
+    def _high_entropy(self, text: str, cred: list[int], prio: int) -> list[Finding]:
+        """Quoted random-looking strings on the lines that assign a credential."""
         found: list[Finding] = []
         lo, hi = self._he_len
-        for offset, line in self._lines(scan, self._he_words, ci=True):
+        for offset, line in self._lines(text, [cred]):
             if '"' not in line and "'" not in line:
                 continue
             for cand in self._entropy.analyze_string(line):
                 if lo <= len(cand) <= hi and self._looks_secret(cand):
-                    found.extend(_occurrences(self._he_kind, scan.text, line, offset, cand, prio))
+                    found.extend(_occurrences(self._he_kind, text, line, offset, cand, prio))
         return found
 
     def _looks_secret(self, cand: str) -> bool:
@@ -239,6 +255,28 @@ class Redactor:
             return False
         entropy: float = self._entropy.calculate_shannon_entropy(cand)
         return entropy > self._entropy.entropy_limit
+
+
+def _positions(text: str, needle: str) -> list[int]:
+    found: list[int] = []
+    i = text.find(needle)
+    while i >= 0:
+        found.append(i)
+        i = text.find(needle, i + 1)
+    return found
+
+
+def _window(text: str, start: int, end: int) -> tuple[int, int]:
+    """The part of ``text`` to scan around a gate hit: from a space or newline at least
+    ``_BACK`` before it (names and tokens stay whole) to ``_REACH`` after it."""
+    if start <= _BACK:
+        lo = 0
+    else:
+        cut = start - _BACK
+        back = max(0, cut - _BACK)
+        lo = max(text.rfind(" ", back, cut), text.rfind("\n", back, cut)) + 1
+        lo = lo or cut
+    return lo, min(len(text), end + _REACH)
 
 
 def _occurrences(
@@ -264,9 +302,8 @@ def _occurrences(
 def _load_plugins(specs: list[dict[str, Any]]) -> list[tuple[str, tuple[str, ...], Any]]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    by_name: dict[str, Any] = {
-        cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()
-    }
+    classes_: list[Any] = list(get_mapping_from_secret_type_to_class().values())
+    by_name: dict[str, Any] = {cls.__name__: cls for cls in classes_}
     plugins = []
     for spec in specs:
         if spec["plugin"] not in by_name:

@@ -98,6 +98,42 @@ class SecretPattern:
                 yield m
 
 
+Pivoted = tuple[str, "re.Pattern[str]"]
+"""A gate regex and the literal character it starts with."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """Regexes whose hits are the only places a secret can be: no hit, nothing to redact.
+
+    One regex per pivot character (see the data file's description), tried only when
+    its pivot occurs (a memchr). A hit whose ``lastgroup`` is set is a credential
+    assignment (``NAME_KEY=…``).
+    """
+
+    on_low: tuple[Pivoted, ...]
+    """Searched in the ASCII-lowercased text."""
+    on_text: tuple[Pivoted, ...]
+    """Searched in the text as is."""
+
+    def any_hit(self, text: str) -> str | None:
+        """The lowercased text when some gate hits (it is needed next), else None."""
+        for pivot, rx in self.on_text:
+            if pivot in text and rx.search(text):
+                return ascii_lower(text)
+        low = ascii_lower(text)
+        for pivot, rx in self.on_low:
+            if pivot in low and rx.search(low):
+                return low
+        return None
+
+    def hits(self, text: str, low: str) -> list[re.Match[str]]:
+        """Every hit, sorted by position (``low`` shares its offsets with ``text``)."""
+        found = [m for _, rx in self.on_text for m in rx.finditer(text)]
+        found += [m for _, rx in self.on_low for m in rx.finditer(low)]
+        return sorted(found, key=lambda m: m.start())
+
+
 @dataclass(frozen=True, slots=True)
 class PatternSet:
     version: str
@@ -106,14 +142,7 @@ class PatternSet:
     placeholder_exact: frozenset[str]
     placeholder_prefixes: tuple[str, ...]
     detect_secrets: dict[str, Any]
-    triggers: tuple[str, ...]
-    """Case-sensitive trigger substrings of every pattern and plugin."""
-    triggers_ci: tuple[str, ...]
-    """Lowercase triggers matched in any ASCII case (including the high-entropy context words)."""
-    gate: tuple[str, ...]
-    """Lowercase needles, one of which occurs (in any case) in every text worth scanning."""
-    gate_regexes: tuple[re.Pattern[str], ...]
-    """Needles sharing a two-letter prefix, merged into one literal-prefixed regex each."""
+    gate: Gate
 
 
 @cache
@@ -136,18 +165,19 @@ def load_patterns() -> PatternSet:
     unknown = {c for p in patterns for c in p.checks} - set(CHECKS)
     if unknown:
         raise ValueError(f"{DATA_FILE}: unknown checks {sorted(unknown)}; known: {sorted(CHECKS)}")
-    names = {k: frozenset(v) for k, v in raw["env_names"].items() if isinstance(v, list)}
+    names = {
+        k: frozenset(v)
+        for k, v in raw["env_names"].items()
+        if isinstance(v, list) and k != "gate_pivots"
+    }
     ds = raw["detect_secrets"]
-    triggers = {t for p in patterns for t in p.triggers}
-    triggers.update(t for plugin in ds["plugins"] for t in plugin["triggers"])
-    triggers_ci = {t for p in patterns for t in p.triggers_ci}
-    triggers_ci.update(ds["high_entropy"]["context_words"])
-    # A pattern runs only when one of its triggers_ci (else triggers) occurs; so one of
-    # these needles occurs, in some case, in every text that can yield a finding.
-    gate = {t.lower() for p in patterns for t in (p.triggers_ci or p.triggers)}
-    gate.update(t.lower() for plugin in ds["plugins"] for t in plugin["triggers"])
-    gate.update(ds["high_entropy"]["context_words"])
-    merged = _merge_by_prefix(_minimal(gate))
+    low: list[str] = []
+    exact: list[str] = []
+    for spec in [*raw["patterns"], *ds["plugins"]]:
+        low += spec.get("gate", [])
+        exact += spec.get("gate_exact", [])
+        if spec.get("gate_names"):
+            low += _name_gates(names, raw["env_names"]["gate_pivots"])
     return PatternSet(
         version=raw["version"],
         patterns=patterns,
@@ -155,31 +185,103 @@ def load_patterns() -> PatternSet:
         placeholder_exact=frozenset(v.lower() for v in raw["placeholder_values"]["exact"]),
         placeholder_prefixes=tuple(raw["placeholder_values"]["prefixes"]),
         detect_secrets=ds,
-        triggers=_minimal(triggers),
-        triggers_ci=_minimal(triggers_ci),
-        gate=tuple(n for n in _minimal(gate) if n[:2] not in merged),
-        gate_regexes=tuple(merged.values()),
+        gate=Gate(_by_pivot(low), _by_pivot(exact)),
     )
 
 
-def _merge_by_prefix(needles: tuple[str, ...], least: int = 3) -> dict[str, re.Pattern[str]]:
-    """One regex per two-letter prefix shared by ``least`` needles or more.
+# ---------------------------------------------------------------------------
+# The gate: one regex whose hits are the only places a secret can start
+# ---------------------------------------------------------------------------
 
-    ``re`` searches a literal prefix quickly, so one pass replaces several ``in`` tests.
+_CLOSE_OP = r"""\\{0,3}+["'`]?+\]?+\s{0,3}+(?::=|=|:)(?![=/])\s{0,3}+\\{0,3}+["'`]?+"""
+"""What may stand between a credential keyword and its value (env_secret's close, op and
+quote), possessive: each part stops where the next must start, so nothing to backtrack."""
+_VALUE = r"""[^\s"'`\\,;]"""
+_WEAK_MIN = 8
+"""A WEAK name's value must be random-looking, so at least this long (see _env_name)."""
+STRONG_ENDINGS = ("password", "passwd", "secret", "_pwd", "-pwd", "_pass", "-pass", "sshpass")
+"""Name endings that always name a credential (besides the listed key/token suffixes)."""
+
+
+def _name_gates(names: dict[str, frozenset[str]], pivots: list[list[str]]) -> list[str]:
+    """Gates (over lowercased text) for ``NAME<op>value``, NAME ending in a credential word.
+
+    Per keyword: the value follows (lookahead), then either the name ends in a STRONG
+    suffix (fixed-width look-behinds) or the value is long enough for a WEAK name.
     """
+    strong = {*names["key_suffixes"], *names["token_suffixes"], *STRONG_ENDINGS}
+    gates: list[str] = []
+    for kw, pivot in pivots:
+        i = kw.index(pivot)
+        behind = f"(?<={kw})" if i else ""
+        ends = sorted(s for s in strong if s.endswith(kw) and not _ends_in_other(s, strong))
+        mark = f"(?P<cred{len(gates)}>)"  # sets lastgroup: a credential assignment
+        assign = f"(?={mark}{_CLOSE_OP}{_VALUE}"
+        if kw in strong:  # every name ending in kw is a credential
+            tail = assign + ")"
+        else:
+            tail = "(?:" + _name_options(kw, ends) + assign + ")"
+            if kw in ("key", "token"):  # WEAK names (upper-case *_KEY, bare token)
+                tail += f"|{assign.replace(mark, f'(?P<cred{len(gates)}w>)')}{{{_WEAK_MIN}}})"
+            tail += ")"
+        gates.append(f"{kw[i:]}{behind}{tail}")
+    return gates
+
+
+def _name_options(kw: str, ends: list[str]) -> str:
+    """Look-behinds for the STRONG names ending in ``kw``, grouped by the character
+    before ``kw`` so most names fail one cheap test."""
     groups: dict[str, list[str]] = {}
-    for n in needles:
-        groups.setdefault(n[:2], []).append(n[2:])
-    return {
-        prefix: re.compile(re.escape(prefix) + "(?:" + "|".join(map(re.escape, rests)) + ")")
-        for prefix, rests in groups.items()
-        if len(rests) >= least and len(prefix) == 2
-    }
+    for e in ends:
+        groups.setdefault(e[: -len(kw)][-1:], []).append(e)
+    alts = []
+    for before, names in groups.items():
+        each = "|".join(f"(?<={re.escape(e)})" for e in names)
+        alts.append(f"(?<={re.escape(before + kw)})(?:{each})" if len(names) > 1 else each)
+    return "(?:" + "|".join(alts) + ")"
 
 
-def _minimal(needles: set[str]) -> tuple[str, ...]:
-    """Drop needles that contain another needle: the shorter one already fires."""
-    return tuple(sorted(n for n in needles if not any(o != n and o in n for o in needles)))
+def _ends_in_other(name: str, names: set[str]) -> bool:
+    return any(o != name and name.endswith(o) for o in names)
+
+
+def _by_pivot(gates: list[str]) -> tuple[Pivoted, ...]:
+    """One regex per pivot character (``re`` finds a leading literal with memchr), its
+    gates merged into a trie on their leading literals so each pivot is tried once."""
+    by_pivot: dict[str, list[str]] = {}
+    for g in dict.fromkeys(gates):
+        if not _literal_head(g):
+            raise ValueError(f"{DATA_FILE}: a gate must start with a literal character: {g!r}")
+        by_pivot.setdefault(g[0], []).append(g)
+    return tuple((c, re.compile(_trie(gs))) for c, gs in by_pivot.items())
+
+
+_SPECIAL = frozenset("\\()[]{}?*+|.^$")
+
+
+def _literal_head(gate: str) -> int:
+    """How many leading characters of ``gate`` match only themselves."""
+    n = 0
+    while n < len(gate) and gate[n] not in _SPECIAL:
+        n += 1
+    if n < len(gate) and gate[n] in "?*+{":  # a quantifier binds the last literal
+        n -= 1
+    return n
+
+
+def _trie(gates: list[str]) -> str:
+    """``ab(?:c|d)`` from ``abc`` and ``abd``: shared leading literals tested once."""
+    groups: dict[str, list[str]] = {}
+    alts: list[str] = []
+    for g in gates:
+        if _literal_head(g):
+            groups.setdefault(g[0], []).append(g[1:])
+        else:
+            alts.append(g)
+    for first, rests in reversed(groups.items()):
+        sub = _trie(rests)
+        alts.insert(0, re.escape(first) + (f"(?:{sub})" if len(rests) > 1 else sub))
+    return "|".join(alts)
 
 
 # ---------------------------------------------------------------------------
@@ -275,9 +377,7 @@ def credential_name(name: str, ps: PatternSet) -> int:
         if low in names["bare_names"] or (upper and low.endswith("_token")):
             return WEAK
         return NOT_A_CREDENTIAL
-    if low.endswith(("password", "passwd", "secret")):
-        return STRONG
-    if low.endswith(("_pwd", "-pwd", "_pass", "-pass")) or low == "sshpass":
+    if low.endswith(STRONG_ENDINGS[:-1]) or low == "sshpass":
         return STRONG
     return NOT_A_CREDENTIAL
 
