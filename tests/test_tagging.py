@@ -522,3 +522,31 @@ def test_failure_context_unlocks_weak_cause(tagger: Tagger) -> None:
     err = call("python -m sglang.launch_server --model m", idx=0, output="RuntimeError: Not enough memory. Please try to increase --mem-fraction-static", status="completed", exit_code=1, result_msg_idx=1)
     found = tags_of(tagger, ctx("assistant", "Launching.", 0, calls=[err]), ctx("tool", "", 1, results=[err]), ctx("assistant", text, 2))
     assert (1, "error") in found and (2, "diagnosis") in found
+
+
+@pytest.mark.parametrize(
+    "role,text",
+    [
+        ("assistant", "The root cause is the sparse decode kernel, so 63% of decode time is in it. Fixed!"),
+        ("assistant", "Since the server is up and running, all 12 tests pass now; this is why it works."),
+        ("assistant", "Deployment is now complete. It's not supported on sm90 because the kernel is too slow."),
+        ("user", "are you still there? is the server up yet ??"),
+        ("user", "how's it going, any luck?"),
+    ],
+)
+def test_rule_selection_matches_full_matcher(tagger: Tagger, role: str, text: str) -> None:
+    """Running only the rules whose required words occur finds what one Matcher with every rule finds."""
+    from spacy.matcher import Matcher
+
+    nlp = tagger.nlp
+    pt = nlp.get_pipe("tag_patterns")
+    doc = nlp.make_doc(text)
+    doc.user_data["role"] = role
+    doc = nlp.get_pipe("sentencizer")(doc)
+    full = Matcher(nlp.vocab)
+    for key, pat in pt.patterns[role]:  # type: ignore[attr-defined]
+        full.add(key, [pat])
+    expected = {(nlp.vocab.strings[m], s, e) for m, s, e in full(doc)}
+    got = {(s.label_, s.id_, s.start, s.end) for s in pt.match(doc)}  # type: ignore[attr-defined]
+    assert expected, text
+    assert got == {(pt.rules[k]["label"], pt.rules[k]["id"], s, e) for k, s, e in expected}  # type: ignore[attr-defined]

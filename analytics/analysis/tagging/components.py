@@ -31,6 +31,10 @@ from analytics.analysis.tagging.triggers import Step, variants
 
 PATTERNS_DIR = Path(__file__).with_name("patterns")
 SPANS_KEY = "tags"
+MATCHER_CACHE_SIZE = 2048
+"""Distinct candidate-rule sets whose Matcher is kept."""
+_REQUIRED_OPS = ("", "1", "+")
+"""Quantifiers under which a token pattern must occur in every match."""
 
 
 class RuleError(ValueError):
@@ -91,8 +95,10 @@ class PatternTagger:
         contains (the Matcher tries every pattern at every token)."""
         self._matchers: dict[tuple[str, tuple[int, ...]], Matcher] = {}
         """A Matcher per (role, candidate rules), built on first use."""
+        self.required: dict[str, list[list[frozenset[int]]]] = {}
+        """role -> per rule, the LOWER/ORTH hashes of each required token (one of each must occur)."""
         self.anchored: dict[str, dict[int, list[int]]] = {}
-        """role -> LOWER/ORTH hash of an anchor word -> indexes into ``matchers[role]``."""
+        """role -> hash of a word of a rule's smallest required set -> indexes into ``patterns[role]``."""
         self.unanchored: dict[str, list[int]] = {}
         """role -> indexes of the rules without an anchor (run on every doc)."""
         self.phrases: dict[str, PhraseMatcher] = {}
@@ -115,7 +121,9 @@ class PatternTagger:
         }
         pat = row["pattern"]
         trigger = variants(pat)
-        anchor = None if isinstance(pat, str) else anchor_words(pat)
+        required = [] if isinstance(pat, str) else [
+            frozenset(self.vocab.strings.add(w) for w in words) for words in required_words(pat)
+        ]
         for role in self.rules[key]["roles"]:
             self.triggers.setdefault(role, {}).setdefault(row["label"], []).append(trigger)
             try:
@@ -129,12 +137,13 @@ class PatternTagger:
                 raise RuleError(f"{row.get('_where', '?')}: invalid pattern: {exc}") from exc
             rules = self.patterns.setdefault(role, [])
             rules.append((key, pat))
-            if anchor is None:
+            self.required.setdefault(role, []).append(required)
+            if not required:
                 self.unanchored.setdefault(role, []).append(len(rules) - 1)
             else:
                 index = self.anchored.setdefault(role, {})
-                for word in anchor:
-                    index.setdefault(self.vocab.strings.add(word), []).append(len(rules) - 1)
+                for h in min(required, key=len):
+                    index.setdefault(h, []).append(len(rules) - 1)
 
     def match(self, doc: Doc) -> list[Span]:
         role = doc.user_data.get("role", "user")
@@ -160,8 +169,14 @@ class PatternTagger:
         index = self.anchored.get(role, {})
         found = set(self.unanchored.get(role, ()))
         if index:
-            for h in set(doc.to_array([LOWER, ORTH]).ravel().tolist()):
-                found.update(index.get(h, ()))
+            words = {int(h) for h in doc.to_array([LOWER, ORTH]).ravel().tolist()}
+            anchored: set[int] = set()
+            for h in words:
+                anchored.update(index.get(h, ()))
+            required = self.required[role]
+            found.update(
+                i for i in anchored if all(not s.isdisjoint(words) for s in required[i])
+            )
         return tuple(sorted(found))
 
     def _matcher(self, role: str, rules: tuple[int, ...]) -> Matcher:
@@ -187,30 +202,20 @@ class PatternTagger:
         return doc
 
 
-MATCHER_CACHE_SIZE = 2048
-"""Distinct candidate-rule sets whose Matcher is kept."""
-_REQUIRED_OPS = ("", "1", "+")
-"""Quantifiers under which a token pattern must occur in every match."""
-
-
-def anchor_words(pattern: list[dict[str, Any]]) -> frozenset[str] | None:
-    """Exact LOWER / ORTH values of which one is a token in every match of ``pattern``: the
-    smallest list among its required tokens; None when no required token lists its words."""
-    best: frozenset[str] | None = None
+def required_words(pattern: list[dict[str, Any]]) -> list[frozenset[str]]:
+    """For each token of ``pattern`` that every match contains and that names its words
+    (LOWER / ORTH / TEXT, a string or an ``IN`` list): those exact values."""
+    out: list[frozenset[str]] = []
     for spec in pattern:
         if str(spec.get("OP", "")) not in _REQUIRED_OPS:
             continue
-        for key in ("LOWER", "ORTH"):
+        for key in ("LOWER", "ORTH", "TEXT"):
             value = spec.get(key)
             if isinstance(value, str):
-                words = frozenset({value})
+                out.append(frozenset({value}))
             elif isinstance(value, dict) and set(value) == {"IN"}:
-                words = frozenset(str(v) for v in value["IN"])
-            else:
-                continue
-            if best is None or len(words) < len(best):
-                best = words
-    return best
+                out.append(frozenset(str(v) for v in value["IN"]))
+    return out
 
 
 @Language.factory(

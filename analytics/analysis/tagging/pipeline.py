@@ -7,6 +7,7 @@ shell parsing, never tokenised.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 from collections.abc import Iterator
@@ -108,6 +109,17 @@ class Tagger:
     # --- public ------------------------------------------------------------
     def tag(self, batch: list[MessageContext]) -> list[Tag]:
         """Tags for ``batch`` (consecutive messages of one session, msg_idx order)."""
+        # Tagging allocates many short-lived objects without reference cycles (matches,
+        # spans, hits); the cyclic collector would only walk the caller's heap again and again.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._tag(batch)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _tag(self, batch: list[MessageContext]) -> list[Tag]:
         found: dict[tuple[int, str], Tag] = {}
 
         def add(ctx: MessageContext, msg_idx: int, hit: Hit) -> None:
@@ -260,10 +272,10 @@ class Tagger:
                 after_error = False
             if text is None:
                 continue
-            failed = ctx.message.role == "assistant" and (failed or self._failure_context(text))
             regions = self._regions(ctx, text)
             if not regions:
                 continue
+            failed = ctx.message.role == "assistant" and (failed or self._failure_context(text))
             quoted = quoted_regions(text)
             for a, b in regions:
                 inside = tuple((max(x, a) - a, min(y, b) - a) for x, y in quoted if x < b and y > a)

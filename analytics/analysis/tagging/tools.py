@@ -22,6 +22,8 @@ MAX_OUTPUT_SCAN = 40_000
 """Only the head and tail of long outputs are scanned (errors and result blocks sit at the end)."""
 MARKER_SCAN = 2_000
 """Abort markers sit at the start or the end of an output."""
+COMMAND_CACHE_SIZE = 20_000
+"""Distinct (command, backgrounded) pairs whose hits are remembered (agents repeat commands)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,15 @@ class ToolRules:
             (r["where"], re.compile(r["regex"], re.M), tuple(r.get("needs", [])))
             for r in read_jsonl(PATTERNS_DIR / "markers.jsonl")
         ]
+        self._by_on: dict[str, list[RegexRule]] = {}
+        for rule in self.rules:
+            self._by_on.setdefault(rule.on, []).append(rule)
+        self._markers_at: dict[str, list[tuple[re.Pattern[str], tuple[str, ...]]]] = {}
+        for where, rx, needs in self.markers:
+            self._markers_at.setdefault(where, []).append((rx, needs))
+        self._marker_gate = {w: _any_of(ms) for w, ms in self._markers_at.items()}
+        """where -> one regex over every marker's ``needs`` (None: a marker has none): no hit, no marker."""
+        self._command_cache: dict[tuple[str, bool], list[Hit]] = {}
 
     # --- abort markers ---------------------------------------------------
     def abort(self, where: str, text: str | None) -> Hit | None:
@@ -96,9 +107,11 @@ class ToolRules:
             segments = [(0, text[:MARKER_SCAN]), (len(text) - MARKER_SCAN, text[-MARKER_SCAN:])]
         else:
             segments = [(0, text)]
-        for w, rx, needs in self.markers:
-            if w != where:
-                continue
+        markers = self._markers_at.get(where, [])
+        gate = self._marker_gate.get(where)
+        if gate is not None and not any(gate.search(seg) for _, seg in segments):
+            return None
+        for rx, needs in markers:
             for offset, segment in segments:
                 if needs and not any(n in segment for n in needs):
                     continue
@@ -112,9 +125,17 @@ class ToolRules:
         command = call.command or ""
         if not command:
             return []
+        key = (command, _run_in_background(call))
+        hits = self._command_cache.get(key)
+        if hits is None:
+            if len(self._command_cache) >= COMMAND_CACHE_SIZE:
+                self._command_cache.clear()
+            hits = self._command_cache[key] = self._command_hits(*key)
+        return list(hits)
+
+    def _command_hits(self, command: str, background_tool: bool) -> list[Hit]:
         hits: list[Hit] = []
         script = parse_shell(command)
-        background_tool = _run_in_background(call)
         for cmd in script.commands:
             core = core_words(cmd.words)
             if not core or core[0].rsplit("/", 1)[-1] in self.skip:
@@ -149,10 +170,9 @@ class ToolRules:
         else:
             segments = [(0, text)]
         hits: list[Hit] = []
-        for rule in self.rules:
-            if rule.on != on or any(h.label == rule.label for h in hits):
-                continue
-            if role and rule.roles and role not in rule.roles:
+        done: set[str] = set()
+        for rule in self._by_on.get(on, ()):
+            if rule.label in done or (role and rule.roles and role not in rule.roles):
                 continue
             for offset, segment in segments:
                 if rule.needs and not any(n in segment for n in rule.needs):
@@ -161,8 +181,16 @@ class ToolRules:
                 if m:
                     start = offset + m.start()
                     hits.append(Hit(rule.label, rule.id, m.group(0)[:200], start, offset + m.end()))
+                    done.add(rule.label)
                     break
         return hits
+
+
+def _any_of(markers: list[tuple[re.Pattern[str], tuple[str, ...]]]) -> re.Pattern[str] | None:
+    if not all(needs for _, needs in markers):
+        return None
+    words = sorted({n for _, needs in markers for n in needs}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, words)))
 
 
 def _locate(rule: RegexRule, matched: str, command: str) -> Hit:
