@@ -32,6 +32,8 @@ from analytics.models import (
 )
 from analytics.store.db import connect, default_db
 from analytics.store.writer import append
+from analytics.timing import report as report_timings
+from analytics.timing import timed
 
 FLUSH_EVERY = 20_000
 RELEASE_LOCK_EVERY_S = 1.0
@@ -453,13 +455,15 @@ class Ingestor:
         ).fetchall())
         loader = _FileLoader(con, key, self.redactor, taken)
         ledger = Ledger()
-        for item in module.parse(path, ledger, resume):
-            loader.add(item)
-        touched = loader.finish()
+        with timed("parse + redact + store"):
+            for item in module.parse(path, ledger, resume):
+                loader.add(item)
+            touched = loader.finish()
         from analytics.store.search import add_documents
 
-        for sid in sorted(loader.first_idx):
-            add_documents(con, sid, loader.first_idx[sid])
+        with timed("search documents"):
+            for sid in sorted(loader.first_idx):
+                add_documents(con, sid, loader.first_idx[sid])
         if self.analyser is not None:
             sessions = set(loader.first_idx) | {s for s, _ in touched} | set(loader.sessions)
             for sid in sorted(sessions):
@@ -605,7 +609,9 @@ def ingest(
         if build_index and any(f.status in ("ingested", "appended") for f in summary.files):
             from analytics.store.search import build_index as _build
 
-            _build(con)
+            with timed("search index"):
+                _build(con)
     finally:
         con.close()
+        report_timings()
     return summary

@@ -5,6 +5,8 @@
 Prints wall times, ratios and peak RSS of each step (each runs in a fresh subprocess):
   (a) transcripts ingest (parse + store, no analysis)   goal <= 2x read_json
   (a') full ingest with tagging and analysis            goal <= 4x read_json (issue 3)
+       (also shown without the BM25 index build, which is a separate cost)
+Set TRANSCRIPTS_TIMING=1 to see where an ingest spends its time.
   (b) duckdb read_json of the file into a table         the reference
   re-ingest of the unchanged file                       goal <= 2% of (a')
   ingest after appending 1k records                     goal <= 5% of (a')
@@ -56,6 +58,10 @@ def main() -> None:
         "from analytics.ingest import ingest;"
         f"ingest([r'{src}'], db=r'{work / 'lite.duckdb'}', analyse=False, redact=False, build_index=False)"
     )
+    noidx, _ = run(
+        "from analytics.ingest import ingest;"
+        f"ingest([r'{src}'], db=r'{work / 'noidx.duckdb'}', build_index=False)"
+    )
     full_db = work / "full.duckdb"
     full, full_rss = run(f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{full_db}')")
     again, _ = run(f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{full_db}')")
@@ -65,6 +71,7 @@ def main() -> None:
     rows = [
         ("duckdb read_json (reference)", ref, ref_rss, None),
         ("ingest, parse+store only", lite, lite_rss, lite / ref),
+        ("ingest, tags+analysis+redaction, no BM25 index", noidx, None, noidx / ref),
         ("ingest, full (tags, analysis, redaction, index)", full, full_rss, full / ref),
         ("re-ingest unchanged", again, None, again / full),
         ("append 1k records", append, append_rss, append / full),

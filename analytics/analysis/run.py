@@ -28,6 +28,7 @@ from analytics.models import (
     ToolCall,
 )
 from analytics.store.writer import append
+from analytics.timing import timed
 
 CHUNK = 5000
 
@@ -73,13 +74,17 @@ class Analyser:
         out = MessageOutputs()
         if not contexts:
             return out
-        out.tags = self.tagger.tag(contexts)
-        for ctx in contexts:
-            out.polling.extend(analyse_polling(ctx))
-            facts = self._extractor(ctx.message.session_id).extract(ctx)
-            out.launches.extend(facts.launches)
-            out.events.extend(facts.server_events)
-            out.measurements.extend(facts.measurements)
+        with timed("tagging"):
+            out.tags = self.tagger.tag(contexts)
+        with timed("polling"):
+            for ctx in contexts:
+                out.polling.extend(analyse_polling(ctx))
+        with timed("tooling"):
+            for ctx in contexts:
+                facts = self._extractor(ctx.message.session_id).extract(ctx)
+                out.launches.extend(facts.launches)
+                out.events.extend(facts.server_events)
+                out.measurements.extend(facts.measurements)
         return out
 
     # -- message level -------------------------------------------------------
@@ -105,8 +110,11 @@ class Analyser:
         last = hi[0] if hi and hi[0] is not None else -1
         lo = start_idx
         while lo <= last:
-            contexts = load_contexts(con, session_id, lo, lo + CHUNK - 1)
-            self._write(con, self.analyse(contexts))
+            with timed("load contexts"):
+                contexts = load_contexts(con, session_id, lo, lo + CHUNK - 1)
+            outputs = self.analyse(contexts)
+            with timed("write analysis"):
+                self._write(con, outputs)
             n += len(contexts)
             lo += CHUNK
         self._save_tooling(con, session_id)
@@ -165,7 +173,8 @@ class Analyser:
         self._diff_launches(con, session_id)
         from analytics.analysis.session import analyse_session, load_session_frames
 
-        result = analyse_session(load_session_frames(con, session_id))
+        with timed("session analysis"):
+            result = analyse_session(load_session_frames(con, session_id))
         for table in ("campaigns", "levers", "readiness_claims"):
             con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
         append(con, "campaigns", result.campaigns)
