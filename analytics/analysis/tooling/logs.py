@@ -166,6 +166,18 @@ def _line_of_interest() -> re.Pattern[str]:
     return re.compile(f"{engine_start}|{_any_needle().pattern}")
 
 
+def _signature_event(sig: dict[str, Any], msg: str) -> str | None:
+    """The event a log signature names for this message, or None when its regex misses."""
+    event: str = sig["event"]
+    if sig["_rx"] is not None:
+        m = sig["_rx"].search(msg)
+        if not m:
+            return None
+        if sig.get("compose") == "cuda_graph":
+            event = _compose_cuda_graph(m)
+    return event
+
+
 def _compose_cuda_graph(m: re.Match[str]) -> str:
     role, variant, phase = m.group(1), m.group(2), m.group(3)
     parts = []
@@ -184,13 +196,9 @@ def line_events(line: LogLine, context_engine: str) -> list[EventHit]:
         if sig["needle"] not in msg:
             continue
         engine = sig["engine"] if sig["engine"] != "any" else (line.engine or context_engine)
-        event = sig["event"]
-        if sig["_rx"] is not None:
-            m = sig["_rx"].search(msg)
-            if not m:
-                continue
-            if sig.get("compose") == "cuda_graph":
-                event = _compose_cuda_graph(m)
+        event = _signature_event(sig, msg)
+        if event is None:
+            continue
         event = sig.get("event_by_engine", {}).get(engine, event)
         hits.append(EventHit(engine, event, msg[:DETAIL_CHARS].strip() or None, line.log_ts))
     return hits
@@ -363,13 +371,9 @@ def _line_facts(msg: str) -> _LineFacts | None:
     for sig in _signatures()["events"]:
         if sig["needle"] not in msg:
             continue
-        event = sig["event"]
-        if sig["_rx"] is not None:
-            m = sig["_rx"].search(msg)
-            if not m:
-                continue
-            if sig.get("compose") == "cuda_graph":
-                event = _compose_cuda_graph(m)
+        event = _signature_event(sig, msg)
+        if event is None:
+            continue
         detail = msg[:DETAIL_CHARS].strip() or None
         events.append((sig["engine"], event, sig.get("event_by_engine"), detail))
     failures = tuple((f.engine, f.event, f.detail or f.text) for f in failure_hits(msg))
