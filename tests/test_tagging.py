@@ -516,7 +516,8 @@ def test_triggers_cover_every_shipped_pattern() -> None:
     assert variants([{"POS": "VERB"}, {"LOWER": "because"}]) is None
 
 
-def test_failure_context_unlocks_weak_cause(tagger: Tagger) -> None:
+def test_failure_context_unlocks_weak_cause() -> None:
+    tagger = Tagger(diagnosis_model=None)  # the rule's gate, without the learned classifier
     text = "The model is a hybrid: besides the KV cache it needs a state pool per running request."
     assert not has(tagger, ctx("assistant", text), "diagnosis")
     err = call("python -m sglang.launch_server --model m", idx=0, output="RuntimeError: Not enough memory. Please try to increase --mem-fraction-static", status="completed", exit_code=1, result_msg_idx=1)
@@ -550,3 +551,38 @@ def test_rule_selection_matches_full_matcher(tagger: Tagger, role: str, text: st
     got = {(s.label_, s.id_, s.start, s.end) for s in pt.match(doc)}  # type: ignore[attr-defined]
     assert expected, text
     assert got == {(pt.rules[k]["label"], pt.rules[k]["id"], s, e) for k, s, e in expected}  # type: ignore[attr-defined]
+
+
+# --- diagnosis: the learned classifier -------------------------------------------
+
+def test_model_tags_cause_without_cue_words(tagger: Tagger) -> None:
+    text = "EP8 is slower: every MoE layer now does an all-to-all over PCIe, and there is no NVLink."
+    [tag] = [t for t in tagger.tag([ctx("assistant", text)]) if t.tag == "diagnosis"]
+    assert tag.source == "model" and tagger.diagnosis is not None
+    assert tagger.diagnosis.settings.threshold <= tag.score <= 1.0
+    assert tag.evidence and tag.evidence in text and "+diagnosis-" in tag.tagger_version
+
+
+@pytest.mark.parametrize(
+    "role,text",
+    [
+        ("assistant", "Next point: chunked-prefill-size 2048, max-running-requests 64."),
+        ("assistant", "Let me check the GPUs and the vLLM install first."),
+        ("user", "EP8 is slower: every MoE layer now does an all-to-all over PCIe."),
+    ],
+)
+def test_model_leaves_plans_and_users_alone(tagger: Tagger, role: str, text: str) -> None:
+    assert not has(tagger, ctx(role, text), "diagnosis")
+
+
+def test_rules_win_over_model(tagger: Tagger) -> None:
+    text = "The root cause is the sparse decode kernel: it launches only 64 blocks on 188 SMs."
+    [tag] = [t for t in tagger.tag([ctx("assistant", text)]) if t.tag == "diagnosis"]
+    assert tag.source == "rules"
+
+
+def test_missing_model_says_how_to_train(tmp_path: Path) -> None:
+    from analytics.analysis.tagging import RuleError
+
+    with pytest.raises(RuleError, match="train_diagnosis"):
+        Tagger(diagnosis_model=tmp_path / "nowhere")

@@ -1,8 +1,9 @@
-"""Message tagging: the rules-based Tagger (spaCy for prose, shell parsing for tool calls).
+"""Message tagging: the Tagger (spaCy rules for prose, shell parsing for tool calls, and a
+small learned classifier for ``diagnosis`` stated without cue words).
 
 Public surface::
 
-    Tagger(extra_rules: Path | None = None).tag(batch) -> list[Tag]
+    Tagger(extra_rules: Path | None = None, diagnosis_model=<shipped>).tag(batch) -> list[Tag]
     analyse_polling(ctx) -> list[PollingLoop]
     parse_shell(command) -> ShellScript
 """

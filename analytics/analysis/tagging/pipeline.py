@@ -27,6 +27,7 @@ from analytics.analysis.tagging.components import (
     read_jsonl,
     validate_prose_rule,
 )
+from analytics.analysis.tagging.diagnosis_model import MODEL_DIR, DiagnosisModel
 from analytics.analysis.tagging.polling import background_rechecks, loop_shape, shell_tool
 from analytics.analysis.tagging.tools import (
     Hit,
@@ -55,6 +56,9 @@ _PieceKey = tuple[str, str, tuple[tuple[int, int], ...], bool]
 OPENER_CHARS = 200
 """How much of a message's start is read for a failure opener."""
 _SENT_END = re.compile(r"[.!?:\n]")
+DEFAULT_DIAGNOSIS_MODEL: Path | None = MODEL_DIR
+"""The trained ``diagnosis`` classifier a Tagger uses unless told otherwise (None: rules only)."""
+_DEFAULT = object()
 
 
 def _patterns_hash(extra: Path | None) -> str:
@@ -70,7 +74,11 @@ def _patterns_hash(extra: Path | None) -> str:
 class Tagger:
     """Rules-based tagger. ``Tagger(extra_rules=path)`` adds a custom JSONL taxonomy."""
 
-    def __init__(self, extra_rules: Path | None = None) -> None:
+    def __init__(self, extra_rules: Path | None = None, diagnosis_model: Any = _DEFAULT) -> None:
+        """``diagnosis_model``: directory of the trained classifier (default
+        ``DEFAULT_DIAGNOSIS_MODEL``), or None for rules only."""
+        model_dir = DEFAULT_DIAGNOSIS_MODEL if diagnosis_model is _DEFAULT else diagnosis_model
+        self.diagnosis = DiagnosisModel(Path(model_dir)) if model_dir is not None else None
         self.extra_rules = Path(extra_rules) if extra_rules is not None else None
         extra_regex: list[dict[str, Any]] = []
         if self.extra_rules is not None:
@@ -86,6 +94,8 @@ class Tagger:
                     )
             extra_regex = load_extra_regex_rules(self.extra_rules)
         self.version: str = f"rules-{RULES_VERSION}+patterns-{_patterns_hash(self.extra_rules)}"
+        if self.diagnosis is not None:
+            self.version += f"+diagnosis-{self.diagnosis.settings.version}"
         self.tools = ToolRules(extra_regex)
         self._context = [
             re.compile(r["regex"], re.S | re.M) for r in read_jsonl(PATTERNS_DIR / "context.jsonl")
@@ -147,7 +157,35 @@ class Tagger:
         errors = {idx for idx, label in found if label == "error"}
         for ctx, hit in self._prose_hits(batch, errors):
             add(ctx, ctx.message.msg_idx, hit)
+        for tag in self._model_tags(batch, found):
+            found[(tag.msg_idx, tag.tag)] = tag
         return sorted(found.values(), key=lambda t: (t.msg_idx, t.tag))
+
+    # --- learned: diagnosis ------------------------------------------------
+    def _model_tags(self, batch: list[MessageContext], found: dict[tuple[int, str], Tag]) -> list[Tag]:
+        """``diagnosis`` from the classifier for assistant messages the rules did not tag:
+        score = calibrated probability of the best prefiltered sentence."""
+        if self.diagnosis is None:
+            return []
+        todo: list[tuple[MessageContext, str]] = []
+        for ctx in batch:
+            if ctx.message.role != "assistant" or (ctx.message.msg_idx, "diagnosis") in found:
+                continue
+            text = self.prose(ctx)
+            if text is not None:
+                todo.append((ctx, text))
+        threshold = self.diagnosis.settings.threshold
+        tags: list[Tag] = []
+        for (ctx, text), best in zip(todo, self.diagnosis.best([t for _, t in todo]), strict=True):
+            if best is None or best.probability < threshold:
+                continue
+            tags.append(Tag(
+                session_id=ctx.message.session_id, msg_idx=ctx.message.msg_idx, tag="diagnosis",
+                score=round(best.probability, 4), source="model",
+                evidence=text[best.start : best.end][:200], start_char=best.start,
+                end_char=best.end, tagger_version=self.version,
+            ))
+        return tags
 
     # --- structure: markers, tool calls, results ---------------------------
     def _structural(self, ctx: MessageContext) -> Iterator[tuple[int, Hit]]:
