@@ -10,6 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 TIMINGS: dict[str, float] = defaultdict(float)
+PEAK_RSS_MIB: dict[str, float] = {}
+
+
+def _rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @contextmanager
@@ -19,6 +26,7 @@ def timed(stage: str) -> Iterator[None]:
         yield
     finally:
         TIMINGS[stage] += time.perf_counter() - start
+        PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), _rss_mib())
 
 
 def report() -> None:
@@ -26,5 +34,8 @@ def report() -> None:
     if os.environ.get("TRANSCRIPTS_TIMING") and TIMINGS:
         width = max(len(k) for k in TIMINGS)
         for stage, secs in sorted(TIMINGS.items(), key=lambda kv: -kv[1]):
-            print(f"timing {stage:<{width}} {secs:8.2f} s", file=sys.stderr)
+            peak = PEAK_RSS_MIB.get(stage, 0.0)
+            print(f"timing {stage:<{width}} {secs:8.2f} s   peak RSS so far {peak:6.0f} MiB",
+                  file=sys.stderr)
     TIMINGS.clear()
+    PEAK_RSS_MIB.clear()

@@ -51,5 +51,10 @@ def connect(
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
     if not read_only:
+        # Optional bound on DuckDB's buffer pool. Note: rows of an open transaction (one per
+        # file) are held until commit whatever the limit, so this does not bound a huge file.
+        limit = os.environ.get("TRANSCRIPTS_MEMORY_LIMIT")
+        if limit:
+            con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
         migrate(con)
     return con
