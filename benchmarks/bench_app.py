@@ -15,7 +15,6 @@ import argparse
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -24,10 +23,10 @@ from urllib.parse import quote
 
 import duckdb
 
+from analytics.explore import streamlit_command
 from analytics.store.migrations import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = ROOT / "app" / "streamlit_app.py"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -175,19 +174,7 @@ def free_port() -> int:
 
 def start_app(db: Path, port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(APP),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-        ],
+        streamlit_command(port),
         env=os.environ | {"TRANSCRIPTS_DB": str(db)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -14,6 +13,8 @@ from urllib.parse import quote
 
 import pytest
 from conftest_app import S_CX, XSS_TEXT, build_app_db
+
+from analytics.explore import streamlit_command
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -25,7 +26,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-APP = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
 
 pytestmark = [
     pytest.mark.browser,
@@ -70,19 +70,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     db = build_app_db(tmp_path_factory.mktemp("browser") / "fixture.duckdb")
     port = free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(APP),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-        ],
+        streamlit_command(port),
         env=os.environ | {"TRANSCRIPTS_DB": str(db)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -9,19 +9,10 @@ import duckdb
 import pandas as pd
 
 from analytics.errors import AnalyticsError
+from analytics.models import TAGS
 from analytics.store.db import connect
 
-TAG_VOCABULARY = (
-    "user_checkin",
-    "user_abort",
-    "polling_loop",
-    "diagnosis",
-    "readiness_claim",
-    "smoke_test",
-    "benchmark",
-    "error",
-    "launch",
-)
+TAG_VOCABULARY = TAGS
 
 
 def save_labels(
