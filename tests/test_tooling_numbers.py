@@ -245,3 +245,15 @@ def test_ten_megabyte_single_line_completes() -> None:
     facts = ToolingExtractor().extract(ctx(0, "tail -c 10000000 log", line))
     assert [e.event for e in facts.server_events] == ["oom"]
     assert len(split_commands(line.replace("#", ""))) > 1000
+
+
+def test_a_log_line_read_again_by_a_later_poll_is_one_measurement() -> None:
+    line1 = ("[2026-05-14 19:58:03 TP0] Decode batch, #running-req: 16, #token: 5123, "
+             "token usage: 0.04, cuda graph: True, gen throughput (token/s): 25.31, #queue-req: 0, ")
+    line2 = line1.replace("19:58:03", "19:58:43").replace("25.31", "26.02")
+    ex = ToolingExtractor()
+    first = ex.extract(ctx(1, "tail -n 5 /root/server.log", line1))
+    again = ex.extract(ctx(2, "tail -n 5 /root/server.log", line1 + "\n" + line2))
+    tput = [m.value for f in (first, again) for m in f.measurements
+            if m.metric == "decode_gen_throughput"]
+    assert tput == [25.31, 26.02]

@@ -20,6 +20,8 @@ from .logs import scan_log
 from .nvidia_smi import gpu_numbers
 
 MAX_SCAN_CHARS = 10_000_000
+MAX_COUNTED_LINES = 200_000
+"""Timestamped log lines remembered per session to skip re-read numbers (then forgotten)."""
 """Longer outputs: the first and last half of this budget are scanned."""
 
 
@@ -61,6 +63,7 @@ class ToolingExtractor:
         self.scripts = ScriptMemory()
         self.last_by_engine: dict[str, Launch] = {}
         self.current: Launch | None = None
+        self._counted_lines: set[str] = set()
 
     def state(self) -> dict[str, Any]:
         """Everything ``extract`` remembers between messages, as plain JSON data."""
@@ -135,7 +138,9 @@ class ToolingExtractor:
             text = text[:half] + "\n" + text[-half:]
         session_id, msg_idx = ctx.message.session_id, ctx.message.msg_idx
         engine = (self.current.engine if self.current else None) or sniff_engine(text) or "unknown"
-        scan = scan_log(text, engine)
+        if len(self._counted_lines) > MAX_COUNTED_LINES:
+            self._counted_lines.clear()
+        scan = scan_log(text, engine, self._counted_lines)
         for ev in scan.events:
             facts.server_events.append(
                 ServerEvent(

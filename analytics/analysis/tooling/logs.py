@@ -74,6 +74,9 @@ class LogScan:
     events: list[EventHit] = field(default_factory=list)
     numbers: list[NumberHit] = field(default_factory=list)
     engines_seen: set[str] = field(default_factory=set)
+    counted: set[str] | None = None
+    """Timestamped log lines whose numbers were already taken (a log re-read by a later poll
+    holds the same lines again: they are one measurement, not several)."""
 
 
 # --------------------------------------------------------------------------- lines
@@ -279,9 +282,13 @@ def _batch_value(raw: str) -> float | None:
 # --------------------------------------------------------------------------- whole outputs
 
 
-def scan_log(text: str, context_engine: str = "sglang") -> LogScan:
-    """Events (deduplicated per output) and numbers in a tool output holding server logs."""
-    scan = LogScan()
+def scan_log(
+    text: str, context_engine: str = "sglang", counted: set[str] | None = None
+) -> LogScan:
+    """Events (deduplicated per output) and numbers in a tool output holding server logs.
+    ``counted`` (kept by the caller across a session) skips numbers of timestamped lines
+    already taken from an earlier output."""
+    scan = LogScan(counted=counted)
     seen: set[tuple[str, str, str | None]] = set()
     if "\x1b" in text:
         _scan_lines(text, context_engine, scan, seen)
@@ -352,6 +359,10 @@ def _scan_line(
             seen.add(key)
             scan.events.append(EventHit(f_engine, event, detail, log_ts))
     if numbers and len(scan.numbers) < MAX_RESULTS:
+        if scan.counted is not None and log_ts:
+            if raw in scan.counted:
+                return engine
+            scan.counted.add(raw)
         scan.numbers.extend(numbers)
     return engine
 
