@@ -34,7 +34,11 @@ def main() -> None:
     write_corpus(src, n)
     size = src.stat().st_size / 2**20
     print(f"corpus: {n} records, {size:.0f} MB")
-    code = f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{work / 'big.duckdb'}')"
+    code = (
+        "from analytics.ingest import ingest; "
+        f"s = ingest([r'{src}'], db=r'{work / 'big.duckdb'}'); print(s.totals()); "
+        "raise SystemExit(1 if s.errors else 0)"
+    )
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code])
     _, status, usage = os.wait4(proc.pid, 0)
