@@ -36,7 +36,7 @@ def main() -> None:
     print(f"corpus: {n} records, {size:.0f} MB")
     code = (
         "from analytics.ingest import ingest; "
-        f"s = ingest([r'{src}'], db=r'{work / 'big.duckdb'}'); print(s.totals()); "
+        f"s = ingest([r'{src}'], db=r'{work / 'big.duckdb'}'); print(s.totals(), [f.error for f in s.errors]); "
         "raise SystemExit(1 if s.errors else 0)"
     )
     t = time.perf_counter()

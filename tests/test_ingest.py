@@ -208,3 +208,27 @@ def test_search_finds_appended_messages_before_the_index_is_rebuilt(tmp_path: Pa
     con.close()
     assert list(hits["source_id"])[:1] == ["u55"]
     assert len(old) > 0
+
+
+def test_a_session_ending_with_a_running_tool_call_is_analysed(tmp_path: Path) -> None:
+    """The last call has no result yet (the agent is still waiting): NULLs must not break any
+    analyser."""
+    lines = [_cc_line(i) for i in range(4)]
+    claim = _cc_line(5)
+    claim["message"]["content"] = [{"type": "text", "text": "The server is up and ready now."}]
+    call = _cc_line(7)
+    call["message"]["content"] = [
+        {"type": "text", "text": "Benchmarking at concurrency 16 to reach the 1000 tok/s target."},
+        {"type": "tool_use", "id": "toolu_last", "name": "Bash",
+         "input": {"command": "curl -s localhost:30000/v1/chat/completions -d '{\"messages\": []}'"}},
+    ]
+    src = tmp_path / "s.jsonl"
+    _write(src, lines + [claim, call])
+    res = ingest([src], db=tmp_path / "t.duckdb")
+    assert not res.errors, res.errors[0].error
+    con = duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True)
+    status = con.execute("SELECT status, result_msg_idx FROM tool_calls").fetchall()
+    claims = con.execute("SELECT verdict FROM readiness_claims").fetchall()
+    con.close()
+    assert status == [("running", None)]
+    assert claims == [("unverified",)]

@@ -227,7 +227,7 @@ class _Evidence:
             self.calls.append(
                 _Call(
                     msg=m,
-                    at=int(r) if r is not None and r == r else m,  # r != r: NaN
+                    at=m if pd.isna(r) else int(r),  # no result yet (a call still running)
                     call_id=str(cid),
                     command=command,
                     status=status,
