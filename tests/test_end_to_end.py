@@ -131,3 +131,15 @@ def test_notebook_cells_run(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> N
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             exec("".join(cell["source"]), scope)  # noqa: S102 - our own notebook
+
+
+def test_every_fixture_transcript_goes_through_every_analyser(tmp_path: Path) -> None:
+    """Odd but valid inputs (aborted, running, compacted, subagents, secrets…) must not trip
+    any analyser: every transcript file among the test fixtures ingests without an error."""
+    fixtures = ROOT / "tests" / "fixtures"
+    dirs = [fixtures / d for d in ("claude_code", "codex", "opencode", "transcript_text")]
+    secrets = [p for p in (fixtures / "secrets").iterdir()
+               if p.suffix in (".jsonl", ".txt") or p.name == "opencode_export.json"]
+    res = ingest(dirs + secrets, db=tmp_path / "t.duckdb")
+    assert [f.error for f in res.errors] == []
+    assert res.totals()["sessions"] >= 10
