@@ -26,9 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import write_corpus  # noqa: E402
 
+CHECK = "; raise SystemExit(1 if s.errors else 0)"
+
 
 def run(code: str) -> tuple[float, float]:
-    """Run python code in a subprocess; return (seconds, peak RSS MiB)."""
+    """Run python code in a subprocess; return (seconds, peak RSS MiB). An ingest step
+    (``s = ingest(...)``) fails the benchmark when any file reports an error."""
+    if "s = ingest(" in code:
+        code += CHECK
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code])
     _, status, usage = os.wait4(proc.pid, 0)
@@ -56,17 +61,17 @@ def main() -> None:
     )
     lite, lite_rss = run(
         "from analytics.ingest import ingest;"
-        f"ingest([r'{src}'], db=r'{work / 'lite.duckdb'}', analyse=False, redact=False, build_index=False)"
+        f"s = ingest([r'{src}'], db=r'{work / 'lite.duckdb'}', analyse=False, redact=False, build_index=False)"
     )
     noidx, _ = run(
         "from analytics.ingest import ingest;"
-        f"ingest([r'{src}'], db=r'{work / 'noidx.duckdb'}', build_index=False)"
+        f"s = ingest([r'{src}'], db=r'{work / 'noidx.duckdb'}', build_index=False)"
     )
     full_db = work / "full.duckdb"
-    full, full_rss = run(f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{full_db}')")
-    again, _ = run(f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{full_db}')")
+    full, full_rss = run(f"from analytics.ingest import ingest; s = ingest([r'{src}'], db=r'{full_db}')")
+    again, _ = run(f"from analytics.ingest import ingest; s = ingest([r'{src}'], db=r'{full_db}')")
     write_corpus(src, 1000, start=args.records)
-    append, append_rss = run(f"from analytics.ingest import ingest; ingest([r'{src}'], db=r'{full_db}')")
+    append, append_rss = run(f"from analytics.ingest import ingest; s = ingest([r'{src}'], db=r'{full_db}')")
 
     rows = [
         ("duckdb read_json (reference)", ref, ref_rss, None),
