@@ -98,7 +98,15 @@ def ingest(
     targets = list(paths or [])
     if discover:
         found = discover_paths()
-        out.print(f"Discovered: {', '.join(map(str, found)) or 'no local agent stores'}")
+        if not found and not targets:
+            from analytics.errors import AnalyticsError
+
+            raise AnalyticsError(
+                "--discover found no local agent stores (looked for ~/.claude/projects, "
+                "~/.local/share/opencode/storage and opencode.db, ~/.codex/sessions); "
+                "give PATH… to ingest instead"
+            )
+        out.print(f"Discovered: {', '.join(map(str, found))}", soft_wrap=True, highlight=False)
         targets += found
     if not targets:
         raise UsageError("give PATH… to ingest, or --discover")

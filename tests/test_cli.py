@@ -84,3 +84,26 @@ def test_unknown_session_is_one_line(tmp_path: Path) -> None:
     assert res.returncode == 1 and "zzz-none" in res.stderr and "Traceback" not in res.stderr
     ok = _run("show", "abc", "--db", db, cwd=tmp_path)
     assert ok.returncode == 0 and "hello" in ok.stdout
+
+
+def test_discover_finds_the_agents_local_stores(tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    home = tmp_path / "home"
+    project = home / ".claude" / "projects" / "-work-demo"
+    project.mkdir(parents=True)
+    sample = ROOT / "data" / "samples" / "claude_code_vllm_session"
+    shutil.copy(next(sample.glob("*.jsonl")), project)
+    env = dict(os.environ, HOME=str(home), XDG_DATA_HOME=str(home / ".local" / "share"),
+               CODEX_HOME=str(home / ".codex"))
+    db = str(tmp_path / "t.duckdb")
+    res = subprocess.run([sys.executable, "-m", "analytics.cli", "ingest", "--discover", "--db", db],
+                         cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert ".claude/projects" in res.stdout
+    empty = dict(env, HOME=str(tmp_path / "nobody"), XDG_DATA_HOME=str(tmp_path / "nobody"),
+                 CODEX_HOME=str(tmp_path / "nobody"))
+    res = subprocess.run([sys.executable, "-m", "analytics.cli", "ingest", "--discover", "--db", db],
+                         cwd=tmp_path, capture_output=True, text=True, env=empty)
+    assert res.returncode == 1 and "found no local agent stores" in res.stderr
