@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -93,7 +93,6 @@ def ingest(
 ) -> None:
     """Parse files or folders, tag, analyse and store them. Idempotent and incremental."""
     from analytics.errors import UsageError
-    from analytics.ingest import ingest as run_ingest
 
     targets = list(paths or [])
     if discover:
@@ -113,15 +112,19 @@ def ingest(
     if no_redact:
         err.print("[yellow]Warning:[/yellow] --no-redact: secrets in transcripts are stored as is")
     summary = _run_with_progress(
-        run_ingest, targets, _db(db), format, not no_redact, rules, reanalyse=reanalyse
+        targets, _db(db), format, not no_redact, rules, reanalyse=reanalyse
     )
     _print_summary(summary)
     if summary.errors:
         raise typer.Exit(1)
 
 
-def _run_with_progress(run_ingest, targets, db, fmt, redact, rules, **kw):  # noqa: ANN001
+def _run_with_progress(
+    targets: list[Path], db: str, fmt: str, redact: bool, rules: Path | None, **kw: Any
+) -> Any:
+    """``analytics.ingest.ingest`` with a rich progress bar (files and bytes) on a terminal."""
     from analytics.ingest import fingerprint
+    from analytics.ingest import ingest as run_ingest
 
     if not sys.stderr.isatty():
         return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules, **kw)
@@ -279,11 +282,10 @@ def demo(
     port: Annotated[int, typer.Option(help="Port for the explorer.")] = 8501,
 ) -> None:
     """Ingest the bundled sample sessions and open the explorer."""
-    from analytics.ingest import ingest as run_ingest
     from analytics.samples_path import sample_inputs
 
     path = _db(db)
-    summary = _run_with_progress(run_ingest, sample_inputs(), path, "auto", True, None)
+    summary = _run_with_progress(sample_inputs(), path, "auto", True, None)
     _print_summary(summary)
     from analytics.store.db import connect
     from analytics.store.sessions import demo_overview

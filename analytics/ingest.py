@@ -251,6 +251,14 @@ class _FileLoader:
                 [r.output, r.status, r.exit_code, r.ended_at, r.result_msg_idx, r.ended_at,
                  r.session_id, r.call_id],
             ).fetchall()
+            if not row and r.result_msg_idx is not None:
+                # A result whose call was never seen (the call was in a file we do not have):
+                # keep it as a call of unknown tool on the message that carries the result.
+                append(self.con, "tool_calls", [ToolCall(
+                    session_id=r.session_id, msg_idx=r.result_msg_idx, call_id=r.call_id,
+                    output=r.output, status=r.status, exit_code=r.exit_code,
+                    ended_at=r.ended_at, result_msg_idx=r.result_msg_idx,
+                )])
             touched.extend((r.session_id, x[0]) for x in row)
             if r.result_msg_idx is not None:
                 touched.append((r.session_id, r.result_msg_idx))
@@ -363,15 +371,20 @@ class Ingestor:
     def _unchanged(self, key: str, fmt: str, prev: dict[str, Any]) -> FileResult:
         if self._analyse and (self.reanalyse or self._rules is not None):
             self._reanalyse_path(key)
-        n_sessions, n_messages = self.con.execute(
-            "SELECT count(DISTINCT s.session_id), count(m.msg_idx) FROM sessions s "
-            "LEFT JOIN messages m USING (session_id) WHERE s.source_path = ?",
-            [key],
-        ).fetchone() or (0, 0)
+        n_sessions, n_messages = self._stored_counts(key)
         return FileResult(
             key, fmt, "unchanged", n_sessions, n_messages, prev["records_read"],
             prev["records_stored"], prev["records_quarantined"],
         )
+
+    def _stored_counts(self, key: str) -> tuple[int, int]:
+        """(sessions, messages) stored from one source path."""
+        row = self.con.execute(
+            "SELECT count(DISTINCT s.session_id), count(m.msg_idx) FROM sessions s "
+            "LEFT JOIN messages m USING (session_id) WHERE s.source_path = ?",
+            [key],
+        ).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def _reanalyse_path(self, key: str) -> None:
         """Re-run every analyser over an unchanged file's sessions when asked to, or when
@@ -496,11 +509,7 @@ class Ingestor:
                 orjson.dumps(ledger.state, default=str).decode(),
             ],
         )
-        n_sessions, n_messages = con.execute(
-            "SELECT count(DISTINCT s.session_id), count(m.msg_idx) FROM sessions s "
-            "LEFT JOIN messages m USING (session_id) WHERE s.source_path = ?",
-            [key],
-        ).fetchone() or (0, 0)
+        n_sessions, n_messages = self._stored_counts(key)
         return FileResult(
             key, fmt, "appended" if resume else "ingested", n_sessions, n_messages, read, stored,
             quarantined,

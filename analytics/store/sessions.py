@@ -32,14 +32,14 @@ def session_messages(
     con: duckdb.DuckDBPyConnection, session_id: str, only_tagged: bool = False
 ) -> pd.DataFrame:
     """Messages of a session with a comma-joined ``tags`` column."""
-    having = "WHERE t.tags IS NOT NULL" if only_tagged else ""
+    only = "AND t.tags IS NOT NULL" if only_tagged else ""
     return con.execute(
         f"""
         SELECT m.msg_idx, m.source_id, m.role, m.ts, m.text, t.tags
         FROM messages m
         LEFT JOIN (SELECT msg_idx, string_agg(DISTINCT tag, ',' ORDER BY tag) AS tags
                    FROM tags WHERE session_id = $s GROUP BY msg_idx) t USING (msg_idx)
-        {having.replace('WHERE', 'WHERE m.session_id = $s AND') if having else 'WHERE m.session_id = $s'}
+        WHERE m.session_id = $s {only}
         ORDER BY m.msg_idx
         """,
         {"s": session_id},
