@@ -107,3 +107,13 @@ def test_discover_finds_the_agents_local_stores(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "analytics.cli", "ingest", "--discover", "--db", db],
                          cwd=tmp_path, capture_output=True, text=True, env=empty)
     assert res.returncode == 1 and "found no local agent stores" in res.stderr
+
+
+def test_a_duckdb_file_without_our_schema_is_one_clear_line(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "other.duckdb"
+    duckdb.connect(str(db)).close()
+    res = _run("sessions", "--db", str(db), cwd=tmp_path)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "transcripts ingest" in res.stderr

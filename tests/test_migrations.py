@@ -6,6 +6,7 @@ from pathlib import Path
 
 import duckdb
 
+from analytics.errors import DatabaseError
 from analytics.store import migrations
 from analytics.store.db import connect
 
@@ -46,6 +47,12 @@ def test_read_only_connections_never_migrate(tmp_path: Path) -> None:
     con = duckdb.connect(str(db))
     migrations.applied(con)
     con.close()
-    ro = connect(db, read_only=True)
-    assert "sessions" not in _tables(ro)
-    ro.close()
+    try:
+        connect(db, read_only=True)
+    except DatabaseError as exc:
+        assert "transcripts ingest" in str(exc)
+    else:
+        raise AssertionError("a database without the schema must be refused, not migrated")
+    con = duckdb.connect(str(db), read_only=True)
+    assert "sessions" not in _tables(con)
+    con.close()

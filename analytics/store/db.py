@@ -45,11 +45,24 @@ def connect(
             break
         except duckdb.IOException as exc:
             if not _is_lock_error(exc):
-                raise DatabaseError(f"{path}: cannot open database: {exc}") from exc
+                raise DatabaseError(
+                    f"{path}: cannot open as a DuckDB database ({str(exc).splitlines()[0]}); "
+                    "check the path, or create one with `transcripts ingest PATH --db FILE`"
+                ) from exc
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(path) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+    if read_only and path != ":memory:":
+        has_schema = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'sessions'"
+        ).fetchone()
+        if not has_schema or not has_schema[0]:
+            con.close()
+            raise DatabaseError(
+                f"{path}: a DuckDB file without the transcripts schema; ingest into it first "
+                f"(`transcripts ingest PATH --db {path}`) or point --db at a transcripts database"
+            )
     if not read_only:
         # Optional bound on DuckDB's buffer pool. Note: rows of an open transaction (one per
         # file) are held until commit whatever the limit, so this does not bound a huge file.
