@@ -8,13 +8,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from _samples import SHARED_SAMPLES, run
 
 from analytics.errors import SourceError, UnknownFormatError, UsageError
 from analytics.models import FORMATS, Ledger
 from analytics.sources.detect import detect_format, get_module, iter_inputs
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
+SAMPLES = SHARED_SAMPLES
 OPENCODE_EXPORT = FIXTURES / "opencode" / "export_aborts.json"
 DATA_HOME = FIXTURES / "opencode" / "data_home"
 TEXT = FIXTURES / "transcript_text" / "bracket_style.txt"
@@ -127,11 +128,8 @@ def test_non_opencode_sqlite_rejected(tmp_path: Path) -> None:
 
 def test_detected_format_parses_with_balanced_ledger() -> None:
     for path in (OPENCODE_EXPORT, DATA_HOME, TEXT):
-        module = get_module(detect_format(path))
-        ledger = Ledger()
-        items = list(module.parse(path, ledger))
+        items, _ = run(get_module(detect_format(path)), path)  # run checks the ledger
         assert items
-        assert ledger.records_read == ledger.records_stored + ledger.records_quarantined
 
 
 # --------------------------------------------------------------------------- iter_inputs

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _samples import SHARED_SAMPLES, non_blank_lines, of, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,20 +29,11 @@ FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 PROJ = FIXTURES / "proj"
 SID = "5e55a000-0000-4000-8000-00000000aaaa"
 MAIN = PROJ / f"{SID}.jsonl"
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples" / "claude_code"
+SAMPLES = SHARED_SAMPLES / "claude_code"
 
 
 def parse(path: Path, resume: Resume | None = None) -> tuple[list[ParsedItem], Ledger]:
-    ledger = Ledger()
-    return list(claude_code.parse(path, ledger, resume)), ledger
-
-
-def of(items: list[ParsedItem], kind: type) -> list:
-    return [i for i in items if isinstance(i, kind)]
-
-
-def non_blank_lines(path: Path) -> int:
-    return sum(1 for line in path.read_bytes().split(b"\n") if line.strip())
+    return run(claude_code, path, resume)
 
 
 # --- fixtures -----------------------------------------------------------------------

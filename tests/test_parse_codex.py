@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _samples import SHARED_SAMPLES, non_blank_lines, of, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,26 +27,11 @@ from analytics.sources import claude_code, codex
 
 SID = "0199a000-0000-7000-8000-000000000001"
 ROLLOUT = Path(__file__).parent / "fixtures" / "codex" / f"rollout-2025-10-01T10-00-00-{SID}.jsonl"
-SAMPLE = (
-    Path(__file__).resolve().parents[1].parent
-    / "shared"
-    / "samples"
-    / "codex"
-    / "agent-sessions_codex_small_schema_coverage_SYNTHETIC.jsonl"
-)
+SAMPLE = SHARED_SAMPLES / "codex" / "agent-sessions_codex_small_schema_coverage_SYNTHETIC.jsonl"
 
 
 def parse(path: Path, resume: Resume | None = None) -> tuple[list[ParsedItem], Ledger]:
-    ledger = Ledger()
-    return list(codex.parse(path, ledger, resume)), ledger
-
-
-def of(items: list[ParsedItem], kind: type) -> list:
-    return [i for i in items if isinstance(i, kind)]
-
-
-def non_blank_lines(path: Path) -> int:
-    return sum(1 for line in path.read_bytes().split(b"\n") if line.strip())
+    return run(codex, path, resume)
 
 
 def test_messages_roles_and_source_ids() -> None:

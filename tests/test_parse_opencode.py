@@ -9,6 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from _samples import of
+from _samples import run as run_parser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,14 +24,7 @@ SES = "ses_7f3a1c2e0ffeAbCdEfGhIjKlMn"
 
 
 def run(path: Path) -> tuple[list[ParsedItem], Ledger]:
-    ledger = Ledger()
-    items = list(opencode.parse(path, ledger))
-    assert ledger.records_read == ledger.records_stored + ledger.records_quarantined
-    return items, ledger
-
-
-def of(items: list[ParsedItem], kind: type) -> list:
-    return [i for i in items if isinstance(i, kind)]
+    return run_parser(opencode, path)
 
 
 def calls_by_id(items: list[ParsedItem]) -> dict[str, ToolCall]:

@@ -7,6 +7,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from _samples import of
+from _samples import run as run_parser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,14 +21,7 @@ ANGLE = FIXTURES / "angle_style.txt"
 
 
 def run(path: Path) -> tuple[list[ParsedItem], Ledger]:
-    ledger = Ledger()
-    items = list(tt.parse(path, ledger))
-    assert ledger.records_read == ledger.records_stored + ledger.records_quarantined
-    return items, ledger
-
-
-def of(items: list[ParsedItem], kind: type) -> list:
-    return [i for i in items if isinstance(i, kind)]
+    return run_parser(tt, path)
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -11,7 +11,7 @@ The caller counts each good record it yields (``ledger.stored()``).
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from analytics.models import Ledger, Quarantined
+from analytics.models import Ledger, ParsedItem, Quarantined, Resume
 
 CHUNK_SIZE = 4 << 20
 MAX_RAW_CHARS = 64 * 1024
@@ -141,6 +141,63 @@ def read_records(
         else:
             yield line
         ledger.end_offset, ledger.end_line = line.end, line.line_no
+
+
+def parse_lines(
+    path: Path,
+    ledger: Ledger,
+    resume: Resume | None,
+    feed: Callable[[JsonLine], Iterable[ParsedItem]],
+) -> Iterator[ParsedItem]:
+    """The records of ``path`` from where ``resume`` left off: ``Quarantined`` for bad
+    lines, ``feed(line)`` for good ones (``feed`` counts what it stores)."""
+    offset, line_no = (resume.offset, resume.line) if resume else (0, 0)
+    for item in read_records(path, ledger, offset, line_no):
+        if isinstance(item, Quarantined):
+            yield item
+        else:
+            yield from feed(item)
+
+
+def quarantine(ledger: Ledger, line: JsonLine, reason: str) -> Quarantined:
+    """Count ``line`` as quarantined and return its record."""
+    ledger.quarantined()
+    return Quarantined(location=line.location, error=reason, raw=decode_raw(line.raw))
+
+
+def head_objects(path: Path, limit: int) -> Iterator[dict[str, object]]:
+    """The decoded objects among the first ``limit`` records (a cheap look at the head)."""
+    for n, item in enumerate(read_records(path, Ledger())):
+        if n >= limit:
+            return
+        if isinstance(item, JsonLine) and isinstance(item.value, dict):
+            yield item.value
+
+
+def first_object(head: bytes, max_lines: int = 50) -> dict[str, object] | None:
+    """The first line of ``head`` that decodes to a JSON object (for ``sniff``)."""
+    for raw in head.split(b"\n")[:max_lines]:
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def resume_position(
+    state: dict[str, object], resume: Resume | None, session_id: str
+) -> tuple[int, dict[str, int]]:
+    """(next msg_idx, open call id -> msg_idx) carried over from a previous parse."""
+    next_idx = state.get("next_msg_idx", 0)
+    if resume and session_id in resume.next_msg_idx:
+        next_idx = resume.next_msg_idx[session_id]
+    carried = state.get("pending", {})
+    return (
+        next_idx if isinstance(next_idx, int) else 0,
+        dict(carried) if isinstance(carried, dict) else {},
+    )
 
 
 def _read_objects(

@@ -48,9 +48,13 @@ from analytics.sources._jsonl import (
     BadRecordError,
     JsonLine,
     decode_raw,
+    first_object,
+    head_objects,
     one_line,
+    parse_lines,
     parse_ts,
-    read_records,
+    quarantine,
+    resume_position,
 )
 from analytics.sources._jsonl import opt as _opt
 from analytics.sources._jsonl import opt_dict as _opt_dict
@@ -95,13 +99,9 @@ _SCAN_LINES = 200
 
 def sniff(path: Path, head: bytes) -> bool:
     """True when the first bytes look like Claude Code lines (or pretty-printed objects)."""
-    for raw in head.split(b"\n")[:50]:
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            return _looks_like_line(obj)
+    obj = first_object(head)
+    if obj is not None:
+        return _looks_like_line(obj)
     stripped = head.lstrip()
     return (
         stripped.startswith(b"{")
@@ -315,13 +315,10 @@ def outcome(text: str, is_error: bool, tool_use_result: object) -> tuple[ToolSta
 
 def _scan_session_native_id(path: Path) -> str | None:
     """The sessionId of the first line that has one (a cheap look at the file's head)."""
-    for n, item in enumerate(read_records(path, Ledger())):
-        if n >= _SCAN_LINES:
-            break
-        if isinstance(item, JsonLine) and isinstance(item.value, dict):
-            sid = item.value.get("sessionId")
-            if isinstance(sid, str) and sid:
-                return sid
+    for obj in head_objects(path, _SCAN_LINES):
+        sid = obj.get("sessionId")
+        if isinstance(sid, str) and sid:
+            return sid
     return None
 
 
@@ -369,12 +366,7 @@ class _Parser:
         else:
             self.native_id, self.parent = _identity(path, _scan_session_native_id(path))
         self.session_id = make_session_id(FORMAT, self.native_id)
-        next_idx = state.get("next_msg_idx", 0)
-        if resume and self.session_id in resume.next_msg_idx:
-            next_idx = resume.next_msg_idx[self.session_id]
-        self.next_idx = next_idx if isinstance(next_idx, int) else 0
-        carried = state.get("pending", {})
-        self.carried: dict[str, int] = dict(carried) if isinstance(carried, dict) else {}
+        self.next_idx, self.carried = resume_position(state, resume, self.session_id)
         self.pending: dict[str, _OpenCall] = {}
         self.uuids: set[str] = set()
         self.summaries: dict[str, str] = {}
@@ -418,8 +410,7 @@ class _Parser:
         return self._emit(extracted, obj, line)
 
     def _quarantine(self, line: JsonLine, reason: str) -> Quarantined:
-        self.ledger.quarantined()
-        return Quarantined(location=line.location, error=reason, raw=decode_raw(line.raw))
+        return quarantine(self.ledger, line, reason)
 
     def _raw(self, line: JsonLine, obj: dict[str, object], rtype: str) -> RawRecord:
         if rtype == "summary":
@@ -539,10 +530,5 @@ def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[
     """Yield the session, its messages, tool calls and raw records of one file."""
     parser = _Parser(path, ledger, resume)
     yield parser.session()
-    offset, line_no = (resume.offset, resume.line) if resume else (0, 0)
-    for item in read_records(path, ledger, offset, line_no):
-        if isinstance(item, Quarantined):
-            yield item
-        else:
-            yield from parser.feed(item)
+    yield from parse_lines(path, ledger, resume, parser.feed)
     yield from parser.finish()

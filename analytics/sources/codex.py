@@ -48,10 +48,14 @@ from analytics.sources._jsonl import (
     BadRecordError,
     JsonLine,
     decode_raw,
+    first_object,
+    head_objects,
     one_line,
     opt_str,
+    parse_lines,
     parse_ts,
-    read_records,
+    quarantine,
+    resume_position,
 )
 from analytics.sources.base import session_id as make_session_id
 
@@ -149,17 +153,13 @@ KEPT_META = ("agent", "cwd", "title", "model", "first_model", "version", "starte
 
 def sniff(path: Path, head: bytes) -> bool:
     """True when the first complete lines are Codex rollout items."""
-    for raw in head.split(b"\n")[:50]:
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            return (
-                obj.get("type") in LINE_TYPES
-                and isinstance(obj.get("payload"), dict)
-                and "timestamp" in obj
-            )
+    obj = first_object(head)
+    if obj is not None:
+        return (
+            obj.get("type") in LINE_TYPES
+            and isinstance(obj.get("payload"), dict)
+            and "timestamp" in obj
+        )
     # a first line longer than the head (long base instructions in session_meta)
     return _SNIFF_PREFIX.match(head) is not None
 
@@ -267,13 +267,10 @@ def call_input(payload: dict[str, object]) -> object:
 
 def _scan_meta(path: Path) -> dict[str, object]:
     """The payload of the first session_meta line near the top of the file."""
-    for n, item in enumerate(read_records(path, Ledger())):
-        if n >= _SCAN_LINES:
-            break
-        if isinstance(item, JsonLine) and isinstance(item.value, dict):
-            payload = item.value.get("payload")
-            if item.value.get("type") == "session_meta" and isinstance(payload, dict):
-                return payload
+    for obj in head_objects(path, _SCAN_LINES):
+        payload = obj.get("payload")
+        if obj.get("type") == "session_meta" and isinstance(payload, dict):
+            return payload
     return {}
 
 
@@ -293,12 +290,7 @@ class _Parser:
             native = meta_id if isinstance(meta_id, str) and meta_id else None
         self.native_id = native or _fallback_native_id(path)
         self.session_id = make_session_id(FORMAT, self.native_id)
-        next_idx = state.get("next_msg_idx", 0)
-        if resume and self.session_id in resume.next_msg_idx:
-            next_idx = resume.next_msg_idx[self.session_id]
-        self.next_idx = next_idx if isinstance(next_idx, int) else 0
-        carried = state.get("pending", {})
-        self.carried: dict[str, int] = dict(carried) if isinstance(carried, dict) else {}
+        self.next_idx, self.carried = resume_position(state, resume, self.session_id)
         self.pending: dict[str, ToolCall] = {}
         self.no_exit: dict[str, ToolCall] = {}
         """Completed calls whose exit code may still come from exec_command_end."""
@@ -345,8 +337,7 @@ class _Parser:
         yield from items
 
     def _quarantine(self, line: JsonLine, reason: str) -> Quarantined:
-        self.ledger.quarantined()
-        return Quarantined(location=line.location, error=reason, raw=decode_raw(line.raw))
+        return quarantine(self.ledger, line, reason)
 
     def _dispatch(
         self,
@@ -561,10 +552,5 @@ def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[
     """Yield the session, its messages, tool calls and raw records of one rollout file."""
     parser = _Parser(path, ledger, resume)
     yield parser.session()
-    offset, line_no = (resume.offset, resume.line) if resume else (0, 0)
-    for item in read_records(path, ledger, offset, line_no):
-        if isinstance(item, Quarantined):
-            yield item
-        else:
-            yield from parser.feed(item)
+    yield from parse_lines(path, ledger, resume, parser.feed)
     yield from parser.finish()
