@@ -98,3 +98,12 @@ def test_subjects() -> None:
     assert subject_of("Yes, it's up!") == "server"
     assert subject_of("Deployed to production.") == "deployment"
     assert subject_of("The parser bug is fixed.") == "feature"
+
+
+def test_failure_events_are_ones_the_tooling_analyser_emits() -> None:
+    """A server event named in readiness.json but never emitted would never count."""
+    from analytics.analysis.readiness import config
+    from analytics.analysis.tooling.failures import failure_signatures
+
+    emitted = {s.event for s in failure_signatures()}
+    assert config().events["failure"] <= emitted, config().events["failure"] - emitted

@@ -36,8 +36,13 @@ KEY_EVENTS = (
 )
 
 
+def _missing(value: Any) -> bool:
+    """None, NaN, NaT or pandas NA (scalars only)."""
+    return value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value)))
+
+
 def _cell(value: Any) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if _missing(value):
         return "–"
     if isinstance(value, float):
         return f"{value:,.2f}".rstrip("0").rstrip(".")
@@ -51,12 +56,12 @@ def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def _short(text: Any, n: int = 120) -> str:
-    flat = " ".join(str(text or "").split())
+    flat = " ".join(("" if _missing(text) else str(text)).split())
     return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
 def _duration(seconds: Any) -> str:
-    if seconds is None or pd.isna(seconds):
+    if _missing(seconds):
         return "–"
     s = int(round(float(seconds)))
     h, rem = divmod(s, 3600)
