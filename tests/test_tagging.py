@@ -38,6 +38,13 @@ def has(tagger: Tagger, c: MessageContext, tag: str) -> bool:
     return (c.message.msg_idx, tag) in tags_of(tagger, c)
 
 
+def cases(tag: str, positives: list[str], negatives: list[str]) -> list[object]:
+    """(tag, text, expected) params: each positive must get ``tag``, each hard negative must not."""
+    return [pytest.param(tag, t, True, id=f"{tag}+{i}") for i, t in enumerate(positives)] + [
+        pytest.param(tag, t, False, id=f"{tag}-{i}") for i, t in enumerate(negatives)
+    ]
+
+
 CHECKINS = [
     "ok?", "ready?", "status?", "done?", "is it up?", "any luck?", "well?", "?", "??",
     "how's it going?", "still running?", "update?", "status", "ok??", "Ready?", "is it up yet?",
@@ -52,16 +59,6 @@ NOT_CHECKINS = [
     "Why is the throughput so low compared to the baseline we measured yesterday?",
     "please check the status of the server and fix any errors",
 ]
-
-
-@pytest.mark.parametrize("text", CHECKINS)
-def test_checkin_positive(tagger: Tagger, text: str) -> None:
-    assert has(tagger, ctx("user", text), "user_checkin")
-
-
-@pytest.mark.parametrize("text", NOT_CHECKINS)
-def test_checkin_negative(tagger: Tagger, text: str) -> None:
-    assert not has(tagger, ctx("user", text), "user_checkin")
 
 
 @pytest.mark.parametrize("role", ["assistant", "tool", "system"])
@@ -118,16 +115,6 @@ NOT_DIAGNOSES = [
 ]
 
 
-@pytest.mark.parametrize("text", DIAGNOSES)
-def test_diagnosis_positive(tagger: Tagger, text: str) -> None:
-    assert has(tagger, ctx("assistant", text), "diagnosis")
-
-
-@pytest.mark.parametrize("text", NOT_DIAGNOSES)
-def test_diagnosis_negative(tagger: Tagger, text: str) -> None:
-    assert not has(tagger, ctx("assistant", text), "diagnosis")
-
-
 def test_diagnosis_not_for_user(tagger: Tagger) -> None:
     assert not has(tagger, ctx("user", "the root cause is the kernel"), "diagnosis")
 
@@ -157,14 +144,15 @@ NOT_CLAIMS = [
 ]
 
 
-@pytest.mark.parametrize("text", CLAIMS)
-def test_readiness_positive(tagger: Tagger, text: str) -> None:
-    assert has(tagger, ctx("assistant", text), "readiness_claim")
-
-
-@pytest.mark.parametrize("text", NOT_CLAIMS)
-def test_readiness_negative(tagger: Tagger, text: str) -> None:
-    assert not has(tagger, ctx("assistant", text), "readiness_claim")
+@pytest.mark.parametrize(
+    "tag,text,expected",
+    cases("user_checkin", CHECKINS, NOT_CHECKINS)
+    + cases("diagnosis", DIAGNOSES, NOT_DIAGNOSES)
+    + cases("readiness_claim", CLAIMS, NOT_CLAIMS),
+)
+def test_prose_tag(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    role = "user" if tag == "user_checkin" else "assistant"
+    assert has(tagger, ctx(role, text), tag) is expected
 
 
 def test_readiness_evidence_offsets(tagger: Tagger) -> None:
@@ -200,16 +188,6 @@ NOT_LAUNCHES = [
 ]
 
 
-@pytest.mark.parametrize("command", LAUNCHES)
-def test_launch_positive(tagger: Tagger, command: str) -> None:
-    assert has(tagger, ctx("assistant", calls=[call(command)]), "launch")
-
-
-@pytest.mark.parametrize("command", NOT_LAUNCHES)
-def test_launch_negative(tagger: Tagger, command: str) -> None:
-    assert not has(tagger, ctx("assistant", calls=[call(command)]), "launch")
-
-
 def test_launch_run_in_background(tagger: Tagger) -> None:
     c = call("pnpm dev", tool="Bash", input=json.dumps({"command": "pnpm dev", "run_in_background": True}))
     assert has(tagger, ctx("assistant", calls=[c]), "launch")
@@ -232,16 +210,6 @@ NOT_SMOKES = [
 ]
 
 
-@pytest.mark.parametrize("command", SMOKES)
-def test_smoke_positive(tagger: Tagger, command: str) -> None:
-    assert has(tagger, ctx("assistant", calls=[call(command)]), "smoke_test")
-
-
-@pytest.mark.parametrize("command", NOT_SMOKES)
-def test_smoke_negative(tagger: Tagger, command: str) -> None:
-    assert not has(tagger, ctx("assistant", calls=[call(command)]), "smoke_test")
-
-
 BENCHES = [
     "python -m sglang.bench_serving --backend sglang --num-prompts 64 --max-concurrency 16",
     "vllm bench serve --model m --num-prompts 100",
@@ -256,14 +224,14 @@ BENCHES = [
 NOT_BENCHES = ["pytest -q", "curl -s localhost:30000/health", "ls benchmarks/", "cat bench_results.txt"]
 
 
-@pytest.mark.parametrize("command", BENCHES)
-def test_benchmark_positive(tagger: Tagger, command: str) -> None:
-    assert has(tagger, ctx("assistant", calls=[call(command)]), "benchmark")
-
-
-@pytest.mark.parametrize("command", NOT_BENCHES)
-def test_benchmark_negative(tagger: Tagger, command: str) -> None:
-    assert not has(tagger, ctx("assistant", calls=[call(command)]), "benchmark")
+@pytest.mark.parametrize(
+    "tag,text,expected",
+    cases("launch", LAUNCHES, NOT_LAUNCHES)
+    + cases("smoke_test", SMOKES, NOT_SMOKES)
+    + cases("benchmark", BENCHES, NOT_BENCHES),
+)
+def test_command_tag(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    assert has(tagger, ctx("assistant", calls=[call(text)]), tag) is expected
 
 
 def test_benchmark_result_message(tagger: Tagger) -> None:
@@ -293,16 +261,11 @@ NOT_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("output", ERRORS)
-def test_error_positive(tagger: Tagger, output: str) -> None:
-    c = call("python serve.py", output=output, status="completed", result_msg_idx=0)
-    assert has(tagger, ctx("assistant", calls=[c], results=[c]), "error")
-
-
-@pytest.mark.parametrize("output", NOT_ERRORS)
-def test_error_negative(tagger: Tagger, output: str) -> None:
-    c = call("python serve.py", output=output, status="completed", exit_code=0, result_msg_idx=0)
-    assert not has(tagger, ctx("assistant", calls=[c], results=[c]), "error")
+@pytest.mark.parametrize("tag,text,expected", cases("error", ERRORS, NOT_ERRORS))
+def test_error_in_output(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """Exit code 0 throughout: the output alone decides."""
+    c = call("python serve.py", output=text, status="completed", exit_code=0, result_msg_idx=0)
+    assert has(tagger, ctx("assistant", calls=[c], results=[c]), tag) is expected
 
 
 def test_error_exit_code_and_status(tagger: Tagger) -> None:
@@ -501,17 +464,14 @@ def test_no_trigger_no_spacy() -> None:
 
 
 def test_triggers_cover_every_shipped_pattern() -> None:
-    """Each prose rule's trigger regex fires on a text the rule itself matches."""
+    """Every shipped prose rule translates into at least one trigger regex (none is "always run")."""
     from analytics.analysis.tagging.components import PATTERNS_DIR, read_jsonl
     from analytics.analysis.tagging.triggers import trigger_regexes, variants
 
-    t = Tagger()
     for row in read_jsonl(PATTERNS_DIR / "prose.jsonl"):
         seqs = variants(row["pattern"])
         assert seqs is not None, row["id"]
-        regexes = trigger_regexes(seqs)
-        matcher = t.nlp.get_pipe("tag_patterns")
-        assert regexes and matcher is not None
+        assert trigger_regexes(seqs), row["id"]
     # untranslatable attributes mean "always a candidate", never a silent miss
     assert variants([{"POS": "VERB"}, {"LOWER": "because"}]) is None
 

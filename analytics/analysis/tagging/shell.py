@@ -106,16 +106,7 @@ def _is_duration(word: str) -> bool:
 @lru_cache(maxsize=4096)
 def parse_shell(command: str) -> ShellScript:
     """Parse ``command`` into simple commands; never raises. Cached: treat the result as read-only."""
-    script = ShellScript(source=command)
-    try:
-        _from_bashlex(command, script)
-    except Exception:  # bashlex raises many types (NotImplementedError, ParsingError …)
-        script.commands.clear()
-        script.loops.clear()
-        script.parser = "fallback"
-        _Tokenizer(command, script, loops=(), nested=0).run()
-    _expand(script)
-    return script
+    return _parse(command, depth=0)
 
 
 # --- bashlex ---------------------------------------------------------------
@@ -422,7 +413,7 @@ def _expand(script: ShellScript, depth: int = 0) -> None:
         inner = inner_command(cmd.words)
         if not inner:
             continue
-        sub = parse_shell_inner(inner, depth + 1)
+        sub = _parse(inner, depth + 1)
         offset = len(script.loops)
         for loop in sub.loops:
             script.loops.append(Loop(loop.kind, loop.header, loop.id + offset))
@@ -432,11 +423,12 @@ def _expand(script: ShellScript, depth: int = 0) -> None:
             script.commands.append(c)
 
 
-def parse_shell_inner(command: str, depth: int) -> ShellScript:
+def _parse(command: str, depth: int) -> ShellScript:
+    """bashlex, else the fallback tokenizer; then wrapped commands expanded up to ``_MAX_DEPTH``."""
     script = ShellScript(source=command)
     try:
         _from_bashlex(command, script)
-    except Exception:
+    except Exception:  # bashlex raises many types (NotImplementedError, ParsingError …)
         script.commands.clear()
         script.loops.clear()
         script.parser = "fallback"

@@ -52,14 +52,17 @@ def _compile(row: dict[str, Any]) -> RegexRule:
     where = row.get("_where", "?")
     for key in ("label", "regex"):
         if not isinstance(row.get(key), str):
-            raise RuleError(f"{where}: missing '{key}'")
+            raise RuleError(
+                f"{where}: missing '{key}'; a regex rule needs 'label' (the tag name) and "
+                "'regex' (a Python regular expression) as strings"
+            )
     on = row.get("on", "command")
     if on not in ("command", "output", "input", "text"):
         raise RuleError(f"{where}: 'on' is {on!r}; valid: command, output, input, text")
     try:
         rx = re.compile(row["regex"], re.M | (re.I if row.get("ignore_case") else 0))
     except re.error as exc:
-        raise RuleError(f"{where}: bad regex: {exc}") from exc
+        raise RuleError(f"{where}: 'regex' does not compile ({exc}); fix it or escape literal characters") from exc
     return RegexRule(
         label=row["label"],
         id=str(row.get("id") or row["label"]),
@@ -214,15 +217,11 @@ def _run_in_background(call: ToolCall) -> bool:
     return isinstance(data, dict) and bool(data.get("run_in_background"))
 
 
-def is_shell(call: ToolCall) -> bool:
-    return shell_tool(call)
-
-
 def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: list[Hit] | None = None) -> list[Hit]:
     """Failure evidence of a finished call: status error, non-zero exit, signatures
     (``output_hits``: the output rules' hits, when the caller already computed them)."""
     out = call.output or ""
-    if is_shell(call) or (call.tool or "").lower() in ("bashoutput", "taskoutput"):
+    if shell_tool(call) or (call.tool or "").lower() in ("bashoutput", "taskoutput"):
         hits = output_hits if output_hits is not None else rules.text_hits("output", out)
         for h in hits:
             if h.label == "error":
