@@ -212,8 +212,10 @@ def test_readiness_claims_with_evidence(use_db: Path) -> None:
     shown = texts(at)
     assert any("illegal memory access" in t for t in shown)  # the contradiction
     assert any("up and ready" in t for t in shown)  # the claim
-    links = [p.proto.page for p in at.get("page_link")]
-    assert links and all(link.endswith("session") or "session" in link for link in links)
+    links = at.get("page_link")
+    assert links and all(p.proto.page.endswith("session") for p in links)
+    roles = [p.proto.label.split("\\:")[0] for p in links[1:]]  # labels are md-escaped
+    assert "claim" in roles and "contradicted by" in roles, roles
 
 
 def test_polling_page_figures(use_db: Path) -> None:

@@ -15,6 +15,12 @@ from analytics.store.db import connect
 TAG_VOCABULARY = TAGS
 
 
+def labels_from_choice(chosen: list[str], others_negative: bool) -> dict[str, bool]:
+    """Tag -> applies: True for each chosen tag; with ``others_negative``, False for
+    every other tag of the vocabulary (so precision can count them)."""
+    return {t: (t in chosen) for t in TAG_VOCABULARY if others_negative or t in chosen}
+
+
 def save_labels(
     db: str | Path,
     session_id: str,
@@ -27,8 +33,8 @@ def save_labels(
     """Append one ``annotations`` row per (tag, value); return how many were written.
 
     The caller must not hold another connection to ``db`` in this process
-    (DuckDB allows one configuration per file per process): the app releases
-    its read-only connection first.
+    (DuckDB allows one configuration per file per process): the app opens its
+    read-only connections per query and closes them, so none is held here.
     """
     annotator = annotator.strip()
     if not annotator:

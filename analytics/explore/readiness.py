@@ -44,3 +44,13 @@ def verdict_counts(df: pd.DataFrame) -> dict[str, int]:
     """Claims per verdict (every verdict present, zero when absent)."""
     counts = df["verdict"].value_counts()
     return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
+def claim_roles(msg_idx: int, evidence: object, contradicted_by: object) -> dict[int, str]:
+    """The messages to show beside a claim, in order, each with its role: "claim",
+    "contradicted by" or "evidence" (a message in several roles takes the first)."""
+    roles = dict.fromkeys(evidence_indices(evidence), "evidence")
+    if contradicted_by is not None and not pd.isna(contradicted_by):
+        roles[int(contradicted_by)] = "contradicted by"  # type: ignore[call-overload]
+    roles[int(msg_idx)] = "claim"
+    return dict(sorted(roles.items()))

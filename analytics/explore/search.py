@@ -3,10 +3,10 @@ else a plain case-insensitive substring match ranked by occurrences."""
 
 from __future__ import annotations
 
-import importlib
-
 import duckdb
 import pandas as pd
+
+from analytics.store.search import search as store_search
 
 COLUMNS = ["session_id", "msg_idx", "source_id", "role", "kind", "snippet", "score"]
 
@@ -42,17 +42,10 @@ def _store_search(
     con: duckdb.DuckDBPyConnection, query: str, limit: int, session_id: str | None
 ) -> pd.DataFrame | None:
     try:
-        module = importlib.import_module("analytics.store.search")
-    except ImportError:
-        return None
-    fn = getattr(module, "search", None)
-    if fn is None:
-        return None
-    try:
         has_docs = con.execute("SELECT EXISTS (SELECT 1 FROM search_docs)").fetchone()
         if not (has_docs and has_docs[0]):
             return None  # a database written without search documents: scan instead
-        return fn(con, query, limit=limit, session_id=session_id)
+        return store_search(con, query, limit=limit, session_id=session_id)
     except Exception:  # the index may be absent in a read-only copy; fall back
         return None
 

@@ -18,6 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from analytics.errors import AnalyticsError, DatabaseError, DatabaseLockedError
+from analytics.explore.links import with_session_links
 from analytics.store.db import connect, default_db
 
 T = TypeVar("T")
@@ -47,10 +48,6 @@ def _root_connection(db: str) -> duckdb.DuckDBPyConnection:
     `transcripts ingest`. Results are cached instead (``_cached_call``); while an ingest
     holds the lock (it lets go between files) we wait briefly, then show a Retry."""
     return connect(db, read_only=True, wait_s=READ_WAIT_S)
-
-
-def release_connection() -> None:
-    """Kept for callers that close before writing; connections are no longer held."""
 
 
 def clear_query_cache() -> None:
@@ -227,11 +224,10 @@ def run_sql(sql: str, row_limit: int = 10000, timeout_s: float = 10) -> pd.DataF
 def save_annotation(
     session_id: str, msg_idx: int, labels: dict[str, bool], annotator: str, note: str
 ) -> bool:
-    """Write labels through a short-lived writable connection (closing the
-    cached read-only one first, as DuckDB requires); report the outcome."""
+    """Write labels through a short-lived writable connection (the explorer holds no
+    read-only one open); report the outcome."""
     from analytics.explore.annotate import save_labels
 
-    release_connection()
     try:
         n = save_labels(db_path(), session_id, msg_idx, labels, annotator, note)
     except AnalyticsError as exc:
@@ -256,3 +252,14 @@ def capped(df: pd.DataFrame, what: str = "rows") -> pd.DataFrame:
         "use the SQL page for all of them."
     )
     return df.head(TABLE_ROW_CAP)
+
+
+def linked_table(df: pd.DataFrame, what: str, key: str, columns: list[str]) -> None:
+    """A capped table whose first column, "open", links each row to its session message."""
+    st.dataframe(
+        with_session_links(capped(df, what)),
+        hide_index=True,
+        key=key,
+        column_order=["open", *columns],
+        column_config={"open": link_column()},
+    )

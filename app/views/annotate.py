@@ -4,7 +4,12 @@ import streamlit as st
 
 from analytics.explore import ui
 from analytics.explore.agreement import annotator_agreement, tag_precision_recall
-from analytics.explore.annotate import TAG_VOCABULARY, current_labels, message_for_labelling
+from analytics.explore.annotate import (
+    TAG_VOCABULARY,
+    current_labels,
+    labels_from_choice,
+    message_for_labelling,
+)
 from analytics.explore.sessions import session_ids
 
 st.title("Annotate")
@@ -45,7 +50,7 @@ else:
         )
         note = st.text_input("Note (optional)", key="annotate-note")
         if st.form_submit_button("Save labels", type="primary"):
-            values = {t: (t in chosen) for t in TAG_VOCABULARY if negatives or t in chosen}
+            values = labels_from_choice(chosen, negatives)
             if ui.save_annotation(sid, idx, values, annotator, note):
                 st.session_state["annotate-next"] = idx + 1
     if "annotate-next" in st.session_state:

@@ -3,7 +3,6 @@
 import streamlit as st
 
 from analytics.explore import ui
-from analytics.explore.links import with_session_links
 from analytics.explore.polling import aborts, checkin_latency, polling_by_outcome, polling_loops
 
 st.title("Polling & aborts")
@@ -18,15 +17,13 @@ m2.metric("Waited (h)", f"{loops['waited_s'].sum() / 3600:,.2f}")
 m3.metric("Aborts", len(stops))
 m4.metric("Check-ins", len(checkins))
 
-link = {"open": ui.link_column()}
 st.subheader("Polling loops")
 st.dataframe(polling_by_outcome(loops), hide_index=True, key="polling-outcomes")
-st.dataframe(
-    with_session_links(ui.capped(loops, "loops")),
-    hide_index=True,
-    key="polling-loops",
-    column_order=[
-        "open",
+ui.linked_table(
+    loops,
+    "loops",
+    "polling-loops",
+    [
         "outcome",
         "session_id",
         "msg_idx",
@@ -38,17 +35,15 @@ st.dataframe(
         "target",
         "command",
     ],
-    column_config=link,
 )
 
 st.subheader("Aborts")
 st.caption("Each user abort and the tool call it interrupted.")
-st.dataframe(
-    with_session_links(ui.capped(stops, "aborts")),
-    hide_index=True,
-    key="polling-aborts",
-    column_order=[
-        "open",
+ui.linked_table(
+    stops,
+    "aborts",
+    "polling-aborts",
+    [
         "session_id",
         "msg_idx",
         "abort_text",
@@ -58,7 +53,6 @@ st.dataframe(
         "ran_s",
         "interrupted_command",
     ],
-    column_config=link,
 )
 
 st.subheader("Check-in latency")
@@ -66,18 +60,9 @@ st.caption(
     "silence_before_s: how long since the previous message when the user asked; "
     "reply_after_s: how long until the assistant answered."
 )
-st.dataframe(
-    with_session_links(ui.capped(checkins, "check-ins")),
-    hide_index=True,
-    key="polling-checkins",
-    column_order=[
-        "open",
-        "session_id",
-        "msg_idx",
-        "checkin_text",
-        "prev_role",
-        "silence_before_s",
-        "reply_after_s",
-    ],
-    column_config=link,
+ui.linked_table(
+    checkins,
+    "check-ins",
+    "polling-checkins",
+    ["session_id", "msg_idx", "checkin_text", "prev_role", "silence_before_s", "reply_after_s"],
 )

@@ -4,7 +4,7 @@ import streamlit as st
 
 from analytics.explore import ui
 from analytics.explore.links import with_session_links
-from analytics.explore.readiness import VERDICTS, claims, evidence_indices, verdict_counts
+from analytics.explore.readiness import VERDICTS, claim_roles, claims, verdict_counts
 from analytics.explore.stream import messages_by_idx
 
 st.title("Readiness claims")
@@ -48,21 +48,9 @@ st.subheader("Evidence")
 st.caption("Select a claim in the table to see its evidence here.")
 ui.session_link(claim["session_id"], claim["msg_idx"], label="Open the claim in its session")
 st.text(f"{claim['verdict']}: {claim['reason']}")
-evidence = evidence_indices(claim["evidence_msg_idx"])
-contra = claim["contradicted_by_msg_idx"]
-wanted = tuple(
-    sorted({int(claim["msg_idx"]), *evidence, *([] if ui.is_missing(contra) else [int(contra)])})
-)
-for m in ui.query(messages_by_idx, claim["session_id"], wanted).itertuples():
-    role = (
-        "claim"
-        if m.msg_idx == claim["msg_idx"]
-        else (
-            "contradicted by"
-            if not ui.is_missing(contra) and m.msg_idx == int(contra)
-            else "evidence"
-        )
-    )
+roles = claim_roles(claim["msg_idx"], claim["evidence_msg_idx"], claim["contradicted_by_msg_idx"])
+for m in ui.query(messages_by_idx, claim["session_id"], tuple(roles)).itertuples():
     with st.container(border=True):
-        ui.session_link(claim["session_id"], m.msg_idx, label=f"{role}: #{m.msg_idx}")
+        label = f"{roles[int(m.msg_idx)]}: #{m.msg_idx}"
+        ui.session_link(claim["session_id"], m.msg_idx, label=label)
         ui.show_text(m.text)
