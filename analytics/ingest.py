@@ -484,7 +484,7 @@ class Ingestor:
                 start = loader.first_idx.get(sid, 1 << 30)
                 extra = [i for s, i in touched if s == sid]
                 self.analyser.run_messages(con, sid, start, extra)
-                self.analyser.run_session(con, sid)
+                self.analyser.run_session(con, sid, min([start, *extra]))
         else:
             from analytics.analysis.run import refresh_session_stats
 

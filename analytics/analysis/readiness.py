@@ -180,14 +180,17 @@ class _Evidence:
 
     def __init__(self, frames: SessionFrames, claims: list[int]) -> None:
         self.frames = frames
+        # A verdict reads at most LOOKBACK messages before its claim (see window_start).
+        self.lo = max(0, min(claims, default=0) - LOOKBACK)
         tags = frames.select(
-            "tags", ["msg_idx", "tag"], {"tag": ["smoke_test", "benchmark", "launch"]}
+            "tags", ["msg_idx", "tag"], {"tag": ["smoke_test", "benchmark", "launch"]},
+            min_idx=self.lo,
         )
         by_tag: dict[str, set[int]] = {t: set() for t in ("smoke_test", "benchmark", "launch")}
         for i, t in zip(tags["msg_idx"].tolist(), tags["tag"].tolist(), strict=True):
             by_tag[str(t)].add(int(i))
         self.smoke, self.bench = by_tag["smoke_test"], by_tag["benchmark"]
-        launched = frames.select("launches", ["msg_idx"])["msg_idx"].tolist()
+        launched = frames.select("launches", ["msg_idx"], min_idx=self.lo)["msg_idx"].tolist()
         self.launch_idx = _sorted_idx([*launched, *by_tag["launch"]])
         self._server(frames)
         self._calls(frames, np.array(claims, dtype=np.int64))
@@ -195,7 +198,7 @@ class _Evidence:
     # -- loading -------------------------------------------------------------
 
     def _server(self, frames: SessionFrames) -> None:
-        se = frames.select("server_events", ["msg_idx", "event", "detail"])
+        se = frames.select("server_events", ["msg_idx", "event", "detail"], min_idx=self.lo)
         self.from_events = not se.empty
         events = config().events
         self.server: list[Signal] = []
@@ -209,7 +212,8 @@ class _Evidence:
 
     def _calls(self, frames: SessionFrames, claims: np.ndarray) -> None:
         tc = frames.select(
-            "tool_calls", ["msg_idx", "call_id", "result_msg_idx", "command", "status"]
+            "tool_calls", ["msg_idx", "call_id", "result_msg_idx", "command", "status"],
+            min_idx=self.lo,
         )
         msgs = [int(m) for m in tc["msg_idx"].tolist()]
         counts = Counter(msgs)
@@ -455,10 +459,19 @@ def _graph_in_progress(signals: list[Signal]) -> list[Signal]:
     return open_
 
 
-def judge_claims(frames: SessionFrames) -> list[ReadinessClaim]:
-    """A verdict for every ``readiness_claim`` tag of the session, in message order."""
+def claims_affected_from(first_changed: int) -> int:
+    """The first claim whose verdict can change when the analysis of messages from
+    ``first_changed`` on changes: a verdict reads LOOKAHEAD messages after its claim
+    (and the next claim, which only narrows that window) and LOOKBACK before it."""
+    return max(0, first_changed - LOOKAHEAD)
+
+
+def judge_claims(frames: SessionFrames, from_idx: int = 0) -> list[ReadinessClaim]:
+    """A verdict for every ``readiness_claim`` tag of the session at ``msg_idx >=
+    from_idx``, in message order (earlier claims are not read)."""
     tags = frames.select(
-        "tags", ["msg_idx", "evidence", "start_char"], {"tag": ["readiness_claim"]}
+        "tags", ["msg_idx", "evidence", "start_char"], {"tag": ["readiness_claim"]},
+        min_idx=from_idx or None,
     )
     if tags.empty:
         return []

@@ -31,6 +31,9 @@ from analytics.store.writer import append
 from analytics.timing import timed
 
 CHUNK = 5000
+TAG_MARGIN = 50
+"""Messages before a chunk (or before the first new message of an append) that are
+tagged again as the chunk's context."""
 
 _MSG_COLS = [
     "session_id", "msg_idx", "source_id", "parent_source_id", "role", "ts", "text",
@@ -68,14 +71,34 @@ class Analyser:
             self._tooling[session_id] = ToolingExtractor()
         return self._tooling[session_id]
 
-    def analyse(self, contexts: list[MessageContext]) -> MessageOutputs:
+    def analyse(
+        self,
+        contexts: list[MessageContext],
+        before: list[MessageContext] | None = None,
+        known: set[tuple[int, str]] | None = None,
+    ) -> MessageOutputs:
+        """Tags, polling loops and tooling facts of ``contexts``. A message's tags can
+        depend on its neighbours (a run of re-checks of one background job, the error
+        an explanation follows), so ``before`` — the messages just before ``contexts`` —
+        are tagged with them again; of their tags only those not in ``known`` (the ones
+        already stored) are returned."""
         from analytics.analysis.tagging import analyse_polling
 
         out = MessageOutputs()
         if not contexts:
             return out
         with timed("tagging"):
-            out.tags = self.tagger.tag(contexts)
+            if before:
+                mine = {c.message.msg_idx for c in contexts}
+                batch = [c for c in before if c.message.msg_idx not in mine] + contexts
+                batch.sort(key=lambda c: c.message.msg_idx)
+                seen = known or set()
+                out.tags = [
+                    t for t in self.tagger.tag(batch)
+                    if t.msg_idx in mine or (t.msg_idx, t.tag) not in seen
+                ]
+            else:
+                out.tags = self.tagger.tag(contexts)
         with timed("polling"):
             for ctx in contexts:
                 out.polling.extend(analyse_polling(ctx))
@@ -102,7 +125,23 @@ class Analyser:
         extra = sorted({i for i in extra_idx if i < start_idx})
         if extra:
             self._delete(con, session_id, extra)
-            self._analyse_idx(con, session_id, extra)
+        # The messages just before the first changed one are tagged again as context.
+        first = min([start_idx, *extra])
+        margin_lo = max(0, first - TAG_MARGIN)
+        with timed("load contexts"):
+            before = load_contexts(con, session_id, margin_lo, start_idx - 1) if first else []
+            known = {
+                (int(i), str(t))
+                for i, t in con.execute(
+                    "SELECT msg_idx, tag FROM tags WHERE session_id = ? AND msg_idx >= ?",
+                    [session_id, margin_lo],
+                ).fetchall()
+            }
+        if extra:
+            redo = [c for c in before if c.message.msg_idx in set(extra)]
+            outputs = self.analyse(redo, before, known)
+            self._write(con, outputs)
+            known |= {(t.msg_idx, t.tag) for t in outputs.tags}
         n = 0
         hi = con.execute(
             "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [session_id]
@@ -112,9 +151,14 @@ class Analyser:
         while lo <= last:
             with timed("load contexts"):
                 contexts = load_contexts(con, session_id, lo, lo + CHUNK - 1)
-            outputs = self.analyse(contexts)
+            outputs = self.analyse(contexts, before[-TAG_MARGIN:], known)
             with timed("write analysis"):
                 self._write(con, outputs)
+            before = contexts
+            tail = contexts[-TAG_MARGIN].message.msg_idx if len(contexts) >= TAG_MARGIN else lo
+            known = {k for k in known if k[0] >= tail} | {
+                (t.msg_idx, t.tag) for t in outputs.tags if t.msg_idx >= tail
+            }
             n += len(contexts)
             lo += CHUNK
         self._save_tooling(con, session_id)
@@ -144,12 +188,6 @@ class Analyser:
             [session_id, orjson.dumps(extractor.state(), default=str).decode()],
         )
 
-    def _analyse_idx(self, con: duckdb.DuckDBPyConnection, session_id: str, idx: list[int]) -> None:
-        contexts = [
-            c for c in load_contexts(con, session_id, min(idx), max(idx)) if c.message.msg_idx in idx
-        ]
-        self._write(con, self.analyse(contexts))
-
     @staticmethod
     def _delete(con: duckdb.DuckDBPyConnection, session_id: str, idx: list[int]) -> None:
         for table in MESSAGE_TABLES:
@@ -168,15 +206,26 @@ class Analyser:
 
     # -- session level -------------------------------------------------------
 
-    def run_session(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
+    def run_session(
+        self, con: duckdb.DuckDBPyConnection, session_id: str, first_changed: int = 0
+    ) -> None:
+        """Recompute the session-level analysis after the message-level analysis of
+        ``msg_idx >= first_changed`` changed: campaigns as a whole, readiness verdicts
+        only for the claims whose evidence window reaches the changed messages."""
         refresh_session_stats(con, session_id)
         self._diff_launches(con, session_id)
+        from analytics.analysis.readiness import claims_affected_from
         from analytics.analysis.session import analyse_session, load_session_frames
 
+        claims_from = claims_affected_from(first_changed)
         with timed("session analysis"):
-            result = analyse_session(load_session_frames(con, session_id))
-        for table in ("campaigns", "levers", "readiness_claims"):
+            result = analyse_session(load_session_frames(con, session_id), claims_from)
+        for table in ("campaigns", "levers"):
             con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
+        con.execute(
+            "DELETE FROM readiness_claims WHERE session_id = ? AND msg_idx >= ?",
+            [session_id, claims_from],
+        )
         append(con, "campaigns", result.campaigns)
         append(con, "levers", result.levers)
         append(con, "readiness_claims", result.claims)

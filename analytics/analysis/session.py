@@ -122,10 +122,12 @@ class SessionFrames:
         columns: Sequence[str],
         where: dict[str, Sequence[Any]] | None = None,
         matching: dict[str, tuple[str, re.Pattern[str]]] | None = None,
+        min_idx: int | None = None,
     ) -> pd.DataFrame:
         """``columns`` of the rows of ``table`` whose column ``c`` is in ``where[c]``
         and, for ``matching[c] = (re2, python)``, whose text in ``c`` contains a
-        match (the same pattern spelt for DuckDB and for Python), in table order.
+        match (the same pattern spelt for DuckDB and for Python), and whose
+        ``msg_idx`` is at least ``min_idx`` when given, in table order.
         Reads only those rows from the database when the frames are bound and the
         table was not read yet."""
         where, matching = where or {}, matching or {}
@@ -140,9 +142,13 @@ class SessionFrames:
                 mask &= np.array(
                     [isinstance(v, str) and bool(pattern.search(v)) for v in df[column]]
                 )
+            if min_idx is not None:
+                mask &= df["msg_idx"] >= min_idx
             return df.loc[mask, list(columns)].reset_index(drop=True)
         conds = "".join(f" AND list_contains(?, {c})" for c in where)
         conds += "".join(f" AND regexp_matches({c}, ?)" for c in matching)
+        if min_idx is not None:
+            conds += f" AND msg_idx >= {int(min_idx)}"
         sql = (
             f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ?{conds} "
             f"ORDER BY {_order(table)}"
@@ -208,7 +214,9 @@ def load_session_frames(con: duckdb.DuckDBPyConnection, session_id: str) -> Sess
     return SessionFrames(con, session_id)
 
 
-def analyse_session(frames: SessionFrames) -> SessionAnalysis:
-    """Campaigns with their levers, and a verdict for every readiness claim."""
+def analyse_session(frames: SessionFrames, claims_from: int = 0) -> SessionAnalysis:
+    """Campaigns with their levers, and a verdict for every readiness claim at
+    ``msg_idx >= claims_from`` (see :func:`readiness.claims_affected_from`)."""
     campaigns, levers = find_campaigns(frames)
-    return SessionAnalysis(campaigns=campaigns, levers=levers, claims=judge_claims(frames))
+    claims = judge_claims(frames, claims_from)
+    return SessionAnalysis(campaigns=campaigns, levers=levers, claims=claims)
