@@ -106,23 +106,35 @@ def fingerprint(path: Path) -> tuple[int, float]:
 
 def content_sha(path: Path, limit: int | None = None) -> str:
     """sha256 of a file (its first ``limit`` bytes if given) or of a folder's files."""
+    if limit is not None:
+        return content_shas(path, [limit])[1][limit]
+    return content_shas(path)[0]
+
+
+def content_shas(path: Path, marks: Iterable[int] = ()) -> tuple[str, dict[int, str]]:
+    """sha256 of a file or folder unit and, for a file, of its first ``mark`` bytes for
+    each of ``marks`` — all in one read."""
     h = hashlib.sha256()
+    at: dict[int, str] = {}
+    pending = sorted(set(marks))
     for p in _unit_files(path):
         if path.is_dir():
             h.update(str(p.relative_to(path)).encode() + b"\0")
+        pos = 0
         with p.open("rb") as f:
-            remaining = limit
             while True:
-                size = 1 << 20 if remaining is None else min(1 << 20, remaining)
-                if size == 0:
-                    break
+                while pending and pending[0] == pos:
+                    at[pending.pop(0)] = h.copy().hexdigest()
+                size = 1 << 20 if not pending else min(1 << 20, pending[0] - pos)
                 chunk = f.read(size)
                 if not chunk:
                     break
                 h.update(chunk)
-                if remaining is not None:
-                    remaining -= len(chunk)
-    return h.hexdigest()
+                pos += len(chunk)
+    digest = h.hexdigest()
+    for mark in pending:  # past the end: the whole content
+        at[mark] = digest
+    return digest, at
 
 
 # ---------------------------------------------------------------------------
@@ -346,17 +358,19 @@ class Ingestor:
         prev = _previous(self.con, key)
         if prev and prev["bytes"] == size and prev["mtime"] == mtime and prev["format"] == fmt:
             return self._unchanged(key, fmt, prev)
-        sha = content_sha(path)
+        appendable = getattr(module, "APPENDABLE", False) and path.is_file()
+        mark = int(prev["end_offset"] or 0) if prev and appendable else 0
+        sha, prefix = content_shas(path, [mark] if mark else [])
         if prev and prev["sha256"] == sha and prev["format"] == fmt:
             self.con.execute("UPDATE ingest_files SET mtime = ? WHERE path = ?", [mtime, key])
             return self._unchanged(key, fmt, prev)
         resume = None
         if (
             prev
-            and getattr(module, "APPENDABLE", False)
+            and appendable
             and prev["format"] == fmt
-            and size > (prev["end_offset"] or 0) > 0
-            and prev["prefix_sha256"] == content_sha(path, prev["end_offset"])
+            and size > mark > 0
+            and prev["prefix_sha256"] == prefix.get(mark)
         ):
             resume = self._resume_from(key, prev)
         self.con.execute("BEGIN TRANSACTION")
@@ -497,7 +511,9 @@ class Ingestor:
         stored = base_stored + ledger.records_stored
         quarantined = base_quarantined + ledger.records_quarantined
         end_offset = ledger.end_offset or (resume.offset if resume else 0)
-        prefix_sha = content_sha(path, end_offset) if getattr(module, "APPENDABLE", False) else None
+        prefix_sha = None
+        if getattr(module, "APPENDABLE", False):
+            prefix_sha = sha if end_offset == size else content_sha(path, end_offset)
         con.execute("DELETE FROM ingest_files WHERE path = ?", [key])
         con.execute(
             "INSERT INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -232,3 +232,20 @@ def test_a_session_ending_with_a_running_tool_call_is_analysed(tmp_path: Path) -
     con.close()
     assert status == [("running", None)]
     assert claims == [("unverified",)]
+
+
+def test_content_shas_hashes_prefixes_in_one_read(tmp_path: Path) -> None:
+    import hashlib
+    import os
+
+    from analytics.ingest import content_sha, content_shas
+
+    f = tmp_path / "a.jsonl"
+    data = os.urandom(3 * (1 << 20) + 123)
+    f.write_bytes(data)
+    marks = [0, 5, 1 << 20, len(data), len(data) + 10]
+    whole, at = content_shas(f, marks)
+    assert whole == hashlib.sha256(data).hexdigest()
+    for m in marks:
+        assert at[m] == hashlib.sha256(data[:m]).hexdigest(), m
+    assert content_sha(f, 7) == hashlib.sha256(data[:7]).hexdigest()
