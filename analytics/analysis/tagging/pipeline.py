@@ -322,15 +322,17 @@ class Tagger:
                 if key not in self._piece_cache:
                     fresh[key] = None
         if fresh:
-            self._run_spacy(list(fresh))
+            self._run_spacy(list(fresh), keep={key for _, _, key in todo})
         for ctx, offset, key in todo:
             for label, rule, evidence, start, end in self._piece_cache[key]:
                 yield ctx, Hit(label, rule, evidence, offset + start, offset + end)
 
-    def _run_spacy(self, keys: list[_PieceKey]) -> None:
+    def _run_spacy(self, keys: list[_PieceKey], keep: set[_PieceKey]) -> None:
+        """Spans of the pieces ``keys`` into the cache; when it is full, it is emptied
+        but for the pieces in ``keep`` (those the current batch still reads)."""
         nlp = self.nlp
         if len(self._piece_cache) + len(keys) > PIECE_CACHE_SIZE:
-            self._piece_cache.clear()
+            self._piece_cache = {k: v for k, v in self._piece_cache.items() if k in keep}
 
         def docs() -> Iterator[Doc]:
             for role, text, quoted, failed in keys:

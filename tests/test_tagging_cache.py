@@ -1,0 +1,29 @@
+"""The tagger's cache of spaCy results per prose piece: a full cache is emptied
+without losing the pieces the current batch still reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from analytics.analysis.tagging import Tagger
+from analytics.analysis.tagging import pipeline
+from analytics.models import Message, MessageContext
+
+
+def _ctx(idx: int, role: str, text: str) -> MessageContext:
+    return MessageContext(
+        message=Message(session_id="s", msg_idx=idx, source_id=str(idx), role=role, text=text),
+        calls=[], results=[],
+    )
+
+
+def test_a_full_cache_keeps_what_the_batch_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "PIECE_CACHE_SIZE", 3)
+    tagger = Tagger()
+    repeated = [_ctx(0, "user", "ok?"), _ctx(1, "assistant", "It's up! The server is ready.")]
+    first = tagger.tag(repeated)
+    fresh = [_ctx(2 + i, "assistant", f"The server on port {8000 + i} is ready now.") for i in range(5)]
+    # The repeated pieces are cached; the fresh ones overflow the cache in the same batch.
+    second = tagger.tag(fresh + [_ctx(7, "user", "ok?")])
+    assert {(t.msg_idx, t.tag) for t in first} >= {(0, "user_checkin"), (1, "readiness_claim")}
+    assert (7, "user_checkin") in {(t.msg_idx, t.tag) for t in second}
