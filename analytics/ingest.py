@@ -9,6 +9,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,11 +33,13 @@ from analytics.models import (
     ToolResult,
 )
 from analytics.store.db import connect, default_db
-from analytics.store.writer import append
+from analytics.store.writer import Staging, append
 from analytics.timing import report as report_timings
 from analytics.timing import timed
 
 FLUSH_EVERY = 20_000
+STAGE_ABOVE = 64 * 2**20
+"""Files with more new bytes than this are staged through Parquet (bounded memory)."""
 RELEASE_LOCK_EVERY_S = 1.0
 SESSION_TABLES = (
     "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
@@ -151,9 +155,12 @@ class _FileLoader:
         path: str,
         redactor: Any | None,
         taken_sessions: dict[str, str],
+        staging: Staging | None = None,
     ) -> None:
         self.con = con
         self.path = path
+        self.staging = staging
+        self._append = staging.append if staging is not None else append
         self.redactor = redactor
         self.taken = taken_sessions
         self.remap: dict[str, str] = {}
@@ -232,18 +239,20 @@ class _FileLoader:
         return new
 
     def flush(self) -> None:
-        con = self.con
-        append(con, "messages", self.messages)
-        append(con, "tool_calls", self.calls)
-        append(con, "raw_records", self.raws, extra={"path": self.path})
-        append(con, "quarantine", self.quarantined, extra={"path": self.path})
-        append(con, "redactions", self.redactions)
+        con, put = self.con, self._append
+        put(con, "messages", self.messages)
+        put(con, "tool_calls", self.calls)
+        put(con, "raw_records", self.raws, extra={"path": self.path})
+        put(con, "quarantine", self.quarantined, extra={"path": self.path})
+        put(con, "redactions", self.redactions)
         self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
 
     def finish(self) -> list[tuple[str, int]]:
         """Flush, store sessions and apply orphan results; return (session, msg_idx) of calls
         completed by those results."""
         self.flush()
+        if self.staging is not None:
+            self.staging.load(self.con)
         for s in self.sessions.values():
             self.con.execute("DELETE FROM sessions WHERE session_id = ?", [s.session_id])
             cols = list(Session.model_fields)
@@ -322,9 +331,11 @@ class Ingestor:
         rules: Path | None = None,
         analyse: bool = True,
         reanalyse: bool = False,
+        staging_dir: Path | None = None,
     ) -> None:
         self.con = con
         self.reanalyse = reanalyse
+        self.staging_dir = staging_dir
         self.fmt = fmt
         self._redact = redact
         self._analyse = analyse
@@ -473,7 +484,10 @@ class Ingestor:
         taken = dict(con.execute(
             "SELECT session_id, source_path FROM sessions WHERE source_path <> ?", [key]
         ).fetchall())
-        loader = _FileLoader(con, key, self.redactor, taken)
+        staging = None
+        if self.staging_dir is not None and size - (resume.offset if resume else 0) > STAGE_ABOVE:
+            staging = Staging(self.staging_dir)
+        loader = _FileLoader(con, key, self.redactor, taken, staging)
         ledger = Ledger()
         # The parse allocates many short-lived records without reference cycles; the cyclic
         # collector would only walk them again and again (~30% of parse time).
@@ -487,6 +501,8 @@ class Ingestor:
         finally:
             if gc_was_enabled:
                 gc.enable()
+            if staging is not None:
+                staging.close()
         from analytics.store.search import add_documents
 
         with timed("search documents"):
@@ -530,6 +546,17 @@ class Ingestor:
             key, fmt, "appended" if resume else "ingested", n_sessions, n_messages, read, stored,
             quarantined,
         )
+
+
+def _staging_dir(db_path: str) -> Path:
+    """Where large files are staged: beside the database (the same disk; /tmp may be
+    memory). Only one writer holds a database, so one fixed folder; a crash's leftovers
+    are removed here, at the next ingest."""
+    if db_path == ":memory:":
+        return Path(tempfile.gettempdir()) / f"transcripts-staging-{os.getpid()}"
+    staging = Path(db_path + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    return staging
 
 
 def _check_rules(rules: Path) -> None:
@@ -599,7 +626,10 @@ def ingest(
     opened = time.monotonic()
     summary = IngestSummary(db=db_path)
     try:
-        ingestor = Ingestor(con, fmt, redact, Path(rules) if rules else None, analyse, reanalyse)
+        ingestor = Ingestor(
+            con, fmt, redact, Path(rules) if rules else None, analyse, reanalyse,
+            staging_dir=_staging_dir(db_path),
+        )
         for unit, chosen, error in iter_units([Path(p) for p in paths], fmt):
             if error or chosen is None:
                 summary.files.append(FileResult(str(unit), None, "error", error=error))

@@ -12,6 +12,8 @@ from analytics.errors import DatabaseError, DatabaseLockedError
 from analytics.store.migrations import migrate
 
 DEFAULT_DB = "transcripts.duckdb"
+WRITER_MEMORY_LIMIT = "400MB"
+"""DuckDB's memory limit on a writing connection; ``$TRANSCRIPTS_MEMORY_LIMIT`` overrides."""
 
 
 def default_db() -> str:
@@ -64,10 +66,10 @@ def connect(
                 f"(`transcripts ingest PATH --db {path}`) or point --db at a transcripts database"
             )
     if not read_only:
-        # Optional bound on DuckDB's buffer pool. Note: rows of an open transaction (one per
-        # file) are held until commit whatever the limit, so this does not bound a huge file.
-        limit = os.environ.get("TRANSCRIPTS_MEMORY_LIMIT")
-        if limit:
+        # A bound on DuckDB's buffer pool while writing (it spills to disk beyond it); with
+        # large files staged through Parquet (see ingest), it bounds an ingest's memory.
+        limit = os.environ.get("TRANSCRIPTS_MEMORY_LIMIT") or WRITER_MEMORY_LIMIT
+        if path != ":memory:":
             con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
         migrate(con)
     return con

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 # table -> (columns, {column: extractor}) ; extractors default to getattr(record, column)
@@ -134,3 +137,50 @@ def append(
     finally:
         con.unregister(name)
     return len(rows)
+
+
+class Staging:
+    """Rows of one large file written to Parquet files first, then inserted with one
+    ``INSERT … SELECT FROM read_parquet`` per table inside the caller's transaction.
+
+    DuckDB keeps the rows of many appends to an open transaction in memory until the
+    commit; one bulk insert from Parquet streams them to the database file instead, so
+    the memory an ingest needs stays bounded whatever the size of the file."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._writers: dict[str, pq.ParquetWriter] = {}
+
+    def append(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        table: str,
+        rows: Sequence[BaseModel] | Sequence[Any],
+        extra: dict[str, Any] | None = None,
+    ) -> int:
+        if not rows:
+            return 0
+        arrow = to_arrow(table, rows, extra)
+        writer = self._writers.get(table)
+        if writer is None:
+            writer = pq.ParquetWriter(self.dir / f"{table}.parquet", arrow.schema,
+                                      compression="lz4")
+            self._writers[table] = writer
+        writer.write_table(arrow)
+        return len(rows)
+
+    def load(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Insert every staged table; the files are removed by :meth:`close`."""
+        for table, writer in self._writers.items():
+            writer.close()
+            cols = ", ".join(TABLE_COLUMNS[table])
+            path = str(self.dir / f"{table}.parquet").replace("'", "''")
+            con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM read_parquet('{path}')")
+        self._writers = {}
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}
+        shutil.rmtree(self.dir, ignore_errors=True)
