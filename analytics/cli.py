@@ -90,6 +90,14 @@ def ingest(
     no_redact: Annotated[
         bool, typer.Option("--no-redact", help="Store secrets as they are (not recommended).")
     ] = False,
+    watch: Annotated[
+        float | None,
+        typer.Option(
+            "--watch", metavar="SECONDS",
+            help="Keep going: look for changes every SECONDS and ingest them (live sessions "
+            "are appended); Ctrl-C stops.",
+        ),
+    ] = None,
 ) -> None:
     """Parse files or folders, tag, analyse and store them. Idempotent and incremental."""
     from analytics.errors import UsageError
@@ -111,12 +119,50 @@ def ingest(
         raise UsageError("give PATH… to ingest, or --discover")
     if no_redact:
         err.print("[yellow]Warning:[/yellow] --no-redact: secrets in transcripts are stored as is")
+    if watch is not None:
+        _watch(targets, _db(db), format, not no_redact, rules, reanalyse, watch)
+        return
     summary = _run_with_progress(
         targets, _db(db), format, not no_redact, rules, reanalyse=reanalyse
     )
     _print_summary(summary)
     if summary.errors:
         raise typer.Exit(1)
+
+
+def _watch(
+    targets: list[Path], db: str, fmt: str, redact: bool, rules: Path | None,
+    reanalyse: bool, interval_s: float,
+) -> None:
+    """``ingest --watch``: one line per round that changed something, errors as they come."""
+    from datetime import datetime
+
+    from analytics.errors import UsageError
+    from analytics.ingest import IngestSummary, watch
+
+    if interval_s <= 0:
+        raise UsageError("--watch needs a positive number of seconds")
+
+    def report(summary: IngestSummary) -> None:
+        t = summary.totals()
+        stamp = datetime.now().strftime("%H:%M:%S")
+        changed = [f for f in summary.files if f.status in ("ingested", "appended")]
+        out.print(
+            f"{stamp}  {len(changed)} file(s) ingested or appended, {t['unchanged']} unchanged, "
+            f"{t['errors']} error(s); {sum(f.messages for f in changed)} messages in the "
+            "changed files",
+            highlight=False,
+        )
+        for f in summary.errors:
+            err.print(f"Error: {f.error}", highlight=False, soft_wrap=True)
+
+    out.print(f"Watching {len(targets)} path(s) every {interval_s:g} s → {db} (Ctrl-C stops)",
+              highlight=False)
+    try:
+        watch(targets, interval_s, report, db=db, fmt=fmt, redact=redact, rules=rules,
+              reanalyse=reanalyse)
+    except KeyboardInterrupt:
+        out.print("stopped", highlight=False)
 
 
 def _run_with_progress(

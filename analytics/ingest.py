@@ -548,6 +548,56 @@ class Ingestor:
         )
 
 
+@dataclass
+class Warm:
+    """What an ingest loads once (the redactor; the analyser with spaCy and compiled
+    patterns), kept for the next call: `transcripts ingest --watch` pays it once."""
+
+    redactor: Any | None = None
+    analyser: Any | None = None
+
+    def lend(self, ingestor: Ingestor) -> None:
+        """Give ``ingestor`` what was loaded before; keep what it loads."""
+        if self.analyser is not None:
+            # Per-session tooling state is re-read from the database: another process
+            # may have ingested the session since.
+            self.analyser.forget_sessions()
+        ingestor._redactor, ingestor._analyser = self.redactor, self.analyser
+
+    def keep(self, ingestor: Ingestor) -> None:
+        self.redactor = ingestor._redactor or self.redactor
+        self.analyser = ingestor._analyser or self.analyser
+
+
+def watch(
+    paths: list[Path],
+    interval_s: float,
+    report: Callable[[IngestSummary], None],
+    polls: int | None = None,
+    **options: Any,
+) -> None:
+    """Ingest ``paths`` now and again every ``interval_s`` seconds whenever a file under
+    them changed (growing sessions are appended), until interrupted (or ``polls`` rounds).
+    The database is open only while something is ingested, so readers get in between."""
+    warm = Warm()
+    seen: dict[Path, tuple[int, float]] = {}
+    n = 0
+    while polls is None or n < polls:
+        n += 1
+        now = {}
+        for path in paths:
+            for unit in _unit_files(path) if path.exists() else []:
+                try:
+                    now[unit] = fingerprint(unit)
+                except OSError:
+                    continue
+        if now != seen:
+            report(ingest(paths, warm=warm, **options))
+            seen = now
+        if polls is None or n < polls:
+            time.sleep(interval_s)
+
+
 def _staging_dir(db_path: str) -> Path:
     """Where large files are staged: beside the database (the same disk; /tmp may be
     memory). Only one writer holds a database, so one fixed folder; a crash's leftovers
@@ -603,13 +653,15 @@ def ingest(
     progress: Progress | None = None,
     build_index: bool = True,
     reanalyse: bool = False,
+    warm: Warm | None = None,
 ) -> IngestSummary:
     """Parse, tag, analyse and store every transcript under ``paths``.
 
     Idempotent (unchanged files are skipped) and incremental (appended JSONL is read from
     where the last ingest stopped). A file that fails is reported and the run goes on.
     ``reanalyse`` re-runs the analysers over unchanged files (after an upgrade); giving
-    ``rules`` does so for files tagged by another tagger version.
+    ``rules`` does so for files tagged by another tagger version. ``warm`` keeps the
+    redactor and analyser (spaCy, compiled patterns) from one call to the next.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -625,11 +677,14 @@ def ingest(
     con = connect(db_path, read_only=False, wait_s=wait_s)
     opened = time.monotonic()
     summary = IngestSummary(db=db_path)
+    ingestor: Ingestor | None = None
     try:
         ingestor = Ingestor(
             con, fmt, redact, Path(rules) if rules else None, analyse, reanalyse,
             staging_dir=_staging_dir(db_path),
         )
+        if warm is not None:
+            warm.lend(ingestor)
         for unit, chosen, error in iter_units([Path(p) for p in paths], fmt):
             if error or chosen is None:
                 summary.files.append(FileResult(str(unit), None, "error", error=error))
@@ -670,4 +725,6 @@ def ingest(
     finally:
         con.close()
         report_timings()
+        if warm is not None and ingestor is not None:
+            warm.keep(ingestor)
     return summary

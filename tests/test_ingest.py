@@ -249,3 +249,24 @@ def test_content_shas_hashes_prefixes_in_one_read(tmp_path: Path) -> None:
     for m in marks:
         assert at[m] == hashlib.sha256(data[:m]).hexdigest(), m
     assert content_sha(f, 7) == hashlib.sha256(data[:7]).hexdigest()
+
+
+def test_watch_ingests_again_only_when_a_file_changed(tmp_path: Path) -> None:
+    from analytics.ingest import IngestSummary, watch
+
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(12)]
+    _write(src, lines[:6])
+    rounds: list[IngestSummary] = []
+
+    def report(summary: IngestSummary) -> None:
+        rounds.append(summary)
+        if len(rounds) == 1:
+            _write(src, lines)  # the live session grows between two polls
+
+    watch([src], 0.01, report, polls=3, db=tmp_path / "t.duckdb")
+    assert [[f.status for f in r.files] for r in rounds] == [["ingested"], ["appended"]]
+    assert _counts(tmp_path / "t.duckdb")["messages"] == 12
+    clean = tmp_path / "clean.duckdb"
+    ingest([src], db=clean)
+    assert _counts(clean) == _counts(tmp_path / "t.duckdb")

@@ -64,6 +64,11 @@ class Analyser:
         self.tagger = Tagger(extra_rules=rules)
         self._tooling: dict[str, Any] = {}
 
+    def forget_sessions(self) -> None:
+        """Drop the per-session tooling state held in memory (it is re-read from the
+        database when a session is analysed next)."""
+        self._tooling.clear()
+
     def _extractor(self, session_id: str) -> Any:
         from analytics.analysis.tooling import ToolingExtractor
 
