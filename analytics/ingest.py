@@ -44,6 +44,7 @@ RELEASE_LOCK_EVERY_S = 1.0
 SESSION_TABLES = (
     "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
     "measurements", "campaigns", "levers", "readiness_claims", "redactions", "search_docs",
+    "search_pending",
     "analysis_state",
 )
 

@@ -210,6 +210,26 @@ def test_search_finds_appended_messages_before_the_index_is_rebuilt(tmp_path: Pa
     assert len(old) > 0
 
 
+def test_documents_are_copied_for_search_only_when_the_index_is_built(tmp_path: Path) -> None:
+    from analytics.store.search import build_index, search
+
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(30)]
+    lines[7]["message"]["content"] = "zebracorn overflow in the decoder"
+    _write(src, lines)
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db, build_index=False)
+    con = duckdb.connect(str(db))
+    assert con.execute("SELECT count(*) FROM search_docs").fetchone() == (0,)
+    assert list(search(con, "zebracorn")["source_id"]) == ["u7"]  # found where stored
+    assert build_index(con)
+    assert con.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
+    n_docs = con.execute("SELECT count(*) FROM search_docs").fetchone()
+    assert n_docs is not None and n_docs[0] >= 30
+    assert list(search(con, "zebracorn")["source_id"]) == ["u7"]  # found by BM25
+    con.close()
+
+
 def test_a_session_ending_with_a_running_tool_call_is_analysed(tmp_path: Path) -> None:
     """The last call has no result yet (the agent is still waiting): NULLs must not break any
     analyser."""

@@ -42,7 +42,9 @@ def _store_search(
     con: duckdb.DuckDBPyConnection, query: str, limit: int, session_id: str | None
 ) -> pd.DataFrame | None:
     try:
-        has_docs = con.execute("SELECT EXISTS (SELECT 1 FROM search_docs)").fetchone()
+        has_docs = con.execute(
+            "SELECT EXISTS (SELECT 1 FROM search_docs) OR EXISTS (SELECT 1 FROM search_pending)"
+        ).fetchone()
         if not (has_docs and has_docs[0]):
             return None  # a database written without search documents: scan instead
         return store_search(con, query, limit=limit, session_id=session_id)

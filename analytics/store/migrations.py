@@ -254,8 +254,17 @@ def m005_analysis_state(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def m006_search_pending(con: duckdb.DuckDBPyConnection) -> None:
+    """Messages stored but not yet copied into ``search_docs``: (session, first msg_idx).
+    Documents are copied when the index is (re)built; until then they are searched by
+    substring where they are."""
+    con.execute("CREATE TABLE search_pending (session_id VARCHAR, from_idx INTEGER)")
+    # Documents of a database written before this migration stay in search_docs.
+
+
 MIGRATIONS: list[Migration] = [
     m001_core, m002_analysis, m003_redactions, m004_search, m005_analysis_state,
+    m006_search_pending,
 ]
 
 

@@ -49,29 +49,50 @@ def _clip(col: str) -> str:
     )
 
 
+def _documents_sql(ranges: str) -> str:
+    """The search documents of the messages in ``ranges`` (a relation of session_id,
+    from_idx): message text, tool commands, and tool outputs that are not already a
+    message of their own. Columns: session_id, msg_idx, kind, body."""
+    return f"""
+        SELECT m.session_id, m.msg_idx, 'message' AS kind, {_clip('m.text')} AS body
+        FROM messages m JOIN {ranges} r
+          ON m.session_id = r.session_id AND m.msg_idx >= r.from_idx
+        WHERE m.text <> ''
+        UNION ALL
+        SELECT c.session_id, c.msg_idx, 'tool_command', c.command FROM tool_calls c
+        JOIN {ranges} r ON c.session_id = r.session_id AND c.msg_idx >= r.from_idx
+        WHERE c.command <> ''
+        UNION ALL
+        SELECT c.session_id, coalesce(c.result_msg_idx, c.msg_idx), 'tool_output',
+               {_clip('c.output')}
+        FROM tool_calls c
+        JOIN {ranges} r ON c.session_id = r.session_id AND c.msg_idx >= r.from_idx
+        WHERE c.output <> '' AND (c.result_msg_idx IS NULL OR c.result_msg_idx = c.msg_idx)
+    """
+
+
+_PENDING = "(SELECT session_id, min(from_idx) AS from_idx FROM search_pending GROUP BY 1)"
+
+
 def add_documents(con: duckdb.DuckDBPyConnection, session_id: str, from_idx: int = 0) -> None:
-    """Add the search documents of a session's messages ``msg_idx >= from_idx``: message text,
-    tool commands, and tool outputs that are not already a message of their own."""
+    """Make a session's messages ``msg_idx >= from_idx`` searchable. Cheap: they are
+    searched by substring where they are stored, and copied into ``search_docs`` when
+    the index is next rebuilt (:func:`build_index`)."""
+    con.execute("INSERT INTO search_pending VALUES (?, ?)", [session_id, from_idx])
+
+
+def _materialise(con: duckdb.DuckDBPyConnection) -> None:
+    """Copy the pending documents into ``search_docs``."""
     con.execute(
         f"""
         INSERT INTO search_docs
-        SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs) + row_number() OVER (),
-               session_id, msg_idx, kind, body FROM (
-            SELECT session_id, msg_idx, 'message' AS kind, {_clip('text')} AS body
-            FROM messages WHERE session_id = $s AND msg_idx >= $i AND text <> ''
-            UNION ALL
-            SELECT session_id, msg_idx, 'tool_command', command FROM tool_calls
-            WHERE session_id = $s AND msg_idx >= $i AND command <> ''
-            UNION ALL
-            SELECT session_id, coalesce(result_msg_idx, msg_idx), 'tool_output', {_clip('output')}
-            FROM tool_calls
-            WHERE session_id = $s AND msg_idx >= $i AND output <> ''
-              AND (result_msg_idx IS NULL OR result_msg_idx = msg_idx)
-            ORDER BY 2, 3
-        )
-        """,
-        {"s": session_id, "i": from_idx},
+        SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs)
+                   + row_number() OVER (ORDER BY session_id, msg_idx, kind),
+               session_id, msg_idx, kind, body
+        FROM ({_documents_sql(_PENDING)})
+        """
     )
+    con.execute("DELETE FROM search_pending")
 
 
 def _state(con: duckdb.DuckDBPyConnection, key: str, default: str = "") -> str:
@@ -86,31 +107,36 @@ def _set_state(con: duckdb.DuckDBPyConnection, key: str, value: object) -> None:
 def build_index(con: duckdb.DuckDBPyConnection, force: bool = False) -> bool:
     """Bring the BM25 index up to date when it is worth it; return True if rebuilt.
 
-    Documents added since the last build (the "tail") are searched by substring until the
-    tail grows past a quarter of the indexed documents, so appending a few messages to a
-    huge session does not rebuild the whole index.
+    Documents added since the last build (the "tail": pending ones, and copied ones past
+    the index) are searched by substring until the tail grows past a quarter of the
+    indexed documents, so appending a few messages to a huge session neither copies nor
+    re-indexes anything.
     """
     indexed_max = int(_state(con, "indexed_max", "0"))
     indexed_n = int(_state(con, "indexed_n", "0"))
     row = con.execute(
-        "SELECT count(*) FILTER (WHERE doc_id <= $m), count(*) FILTER (WHERE doc_id > $m), "
-        "max(doc_id) FROM search_docs",
+        "SELECT count(*) FILTER (WHERE doc_id <= $m), count(*) FILTER (WHERE doc_id > $m) "
+        "FROM search_docs",
         {"m": indexed_max},
     ).fetchone()
-    still, tail, top = (row or (0, 0, None))
+    still, tail = row or (0, 0)
+    pending = con.execute(f"SELECT count(*) FROM ({_documents_sql(_PENDING)})").fetchone()
+    tail += pending[0] if pending else 0
     stale = tail > max(2000, indexed_n // 4) or still < indexed_n * 3 // 4
     if not (force or stale or (indexed_n == 0 and tail > 0)):
         return False
     if not load_fts(con):
         _set_state(con, "fts", "none")
         return False
+    _materialise(con)
+    top = con.execute("SELECT max(doc_id), count(*) FROM search_docs").fetchone()
     con.execute(
         "PRAGMA create_fts_index('search_docs', 'doc_id', 'body', overwrite=1, "
         "stemmer='english', stopwords='english', strip_accents=1, lower=1)"
     )
     _set_state(con, "fts", "bm25")
-    _set_state(con, "indexed_max", top or 0)
-    _set_state(con, "indexed_n", still + tail)
+    _set_state(con, "indexed_max", (top[0] if top else 0) or 0)
+    _set_state(con, "indexed_n", top[1] if top else 0)
     return True
 
 
@@ -142,33 +168,41 @@ def search(
         sess = "AND d.session_id = $sid"
     params.update({f"t{i}": f"%{t}%" for i, t in enumerate(terms)})
     like = " + ".join(f"(lower(d.body) LIKE $t{i})::INT" for i in range(len(terms)))
-    if _has_fts(con):
+    indexed_max = int(_state(con, "indexed_max", "0")) if _has_fts(con) else -1
+    params["m"] = indexed_max
+    # Documents not in the index: copied past it, or still pending (read where stored).
+    fresh_docs = f"""
+        SELECT session_id, msg_idx, kind, body FROM search_docs WHERE doc_id > $m
+        UNION ALL
+        SELECT * FROM ({_documents_sql(_PENDING)})
+    """
+    if indexed_max >= 0:
         params["q"] = query
-        params["m"] = int(_state(con, "indexed_max", "0"))
         scored = f"""
             WITH bm AS (
-                SELECT d.doc_id, fts_main_search_docs.match_bm25(d.doc_id, $q) AS score
+                SELECT d.session_id, d.msg_idx, d.kind, d.body,
+                       fts_main_search_docs.match_bm25(d.doc_id, $q) AS score
                 FROM search_docs d WHERE d.doc_id <= $m {sess}
             ), fresh AS (
-                SELECT d.doc_id, ({like}) / {len(terms)}.0 AS share
-                FROM search_docs d WHERE d.doc_id > $m {sess}
+                SELECT d.*, ({like}) / {len(terms)}.0 AS share
+                FROM ({fresh_docs}) d WHERE true {sess}
             )
-            SELECT doc_id, score FROM bm WHERE score IS NOT NULL
+            SELECT session_id, msg_idx, kind, body, score FROM bm WHERE score IS NOT NULL
             UNION ALL
-            SELECT doc_id, share * coalesce((SELECT max(score) FROM bm), 1.0) FROM fresh
+            SELECT session_id, msg_idx, kind, body,
+                   share * coalesce((SELECT max(score) FROM bm), 1.0) FROM fresh
             WHERE share > 0
         """
     else:
         scored = f"""
-            SELECT d.doc_id, ({like})::DOUBLE AS score FROM search_docs d
-            WHERE ({like}) > 0 {sess}
+            SELECT d.session_id, d.msg_idx, d.kind, d.body, ({like})::DOUBLE AS score
+            FROM ({fresh_docs}) d WHERE ({like}) > 0 {sess}
         """
     sql = f"""
-        SELECT d.session_id, d.msg_idx, m.source_id, m.role, d.kind, d.body, s.score
+        SELECT s.session_id, s.msg_idx, m.source_id, m.role, s.kind, s.body, s.score
         FROM ({scored}) s
-        JOIN search_docs d USING (doc_id)
-        LEFT JOIN messages m ON m.session_id = d.session_id AND m.msg_idx = d.msg_idx
-        ORDER BY s.score DESC, d.session_id, d.msg_idx, d.kind
+        LEFT JOIN messages m ON m.session_id = s.session_id AND m.msg_idx = s.msg_idx
+        ORDER BY s.score DESC, s.session_id, s.msg_idx, s.kind
         LIMIT $limit
     """
     df = con.execute(sql, params).df()
