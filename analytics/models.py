@@ -6,6 +6,7 @@ Field docstrings double as the column documentation of the store.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -138,21 +139,21 @@ class Quarantined(_Record):
 ParsedItem = Session | Message | ToolCall | ToolResult | RawRecord | Quarantined
 
 
-class Ledger(BaseModel):
-    """Per-file accounting kept by a parser while it runs: read = stored + quarantined."""
-
-    model_config = ConfigDict(extra="forbid")
+@dataclass(slots=True)
+class Ledger:
+    """Per-file accounting kept by a parser while it runs: read = stored + quarantined.
+    (A plain dataclass, not a record: it is updated twice per line read.)"""
 
     format_version: str | None = None
     records_read: int = 0
     records_stored: int = 0
     records_quarantined: int = 0
-    unknown_types: dict[str, int] = Field(default_factory=dict)
+    unknown_types: dict[str, int] = field(default_factory=dict)
     end_offset: int = 0
     """Bytes consumed (complete records only): where an incremental ingest resumes."""
     end_line: int = 0
     """Lines consumed, for the same purpose."""
-    state: dict[str, object] = Field(default_factory=dict)
+    state: dict[str, object] = field(default_factory=dict)
     """Parser-private state needed to resume (e.g. pending tool calls, counters)."""
 
     def stored(self) -> None:
