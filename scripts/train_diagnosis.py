@@ -1,15 +1,15 @@
 """Train the sentence classifier behind the ``diagnosis`` tag (deterministic; dev gold only).
 
-    python scripts/train_diagnosis.py [--gold data/gold/dev.tsv] [--folds 5] [--seed 0]
+    python scripts/train_diagnosis.py [--gold data/gold/dev.tsv] [--folds 5] [--repeats 3] [--seed 0]
 
 Examples: ``analytics/analysis/tagging/models/diagnosis_examples.jsonl`` (synthetic sentences
 and the cause sentences of positive dev records, each with its source) plus every sentence of
 the negative dev records. Held-out gold is never read.
 
 Stages: load dev records (ingest their transcripts into a temporary database, rule hits from a
-Tagger without the model) -> k-fold cross-validation over dev records (out-of-fold message
-scores) -> Platt calibration and the threshold that maximises dev F1 of "rule hit OR model" ->
-final model on everything -> ``models/diagnosis/`` (spaCy pipeline + ``tagger.json``).
+Tagger without the model) -> k-fold cross-validation over dev records, repeated with other fold
+splits (out-of-fold message scores) -> Platt calibration on the pooled scores and the threshold
+that maximises the mean dev F1 of "rule hit OR model" -> final model on everything -> ``models/diagnosis/`` (spaCy pipeline + ``tagger.json``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from analytics.analysis.tagging.diagnosis_model import (
     LABEL,
     MODEL_DIR,
     SETTINGS_FILE,
+    candidates,
     prefilter_regex,
     sentences,
 )
@@ -50,25 +51,13 @@ EPOCHS = 20
 DROPOUT = 0.2
 BOW = {
     "@architectures": "spacy.TextCatBOW.v3", "exclusive_classes": True,
-    "ngram_size": 2, "no_output_layer": False, "length": 2**17, "nO": None,
+    "ngram_size": 1, "no_output_layer": False, "length": 2**17, "nO": None,
 }
-PREFILTER = (
-    # causal / explanatory wording
-    "because", "since", "so ", "due", "caus", "why", "explain", "comes from", "come from",
-    "consistent with", "means", "which is", "that is", "hence", "thus", "instead of",
-    "rather than", "not where", "only ", "just ",
-    # failure and performance vocabulary
-    "fail", "error", "crash", "oom", "memory", "died", "dies", "kill", "stale", "wrong",
-    "slow", "worse", "overhead", "bottleneck", "bound", "dominat", "idle", "starv", "stall",
-    "hang", "loop", "degenerat", "broke", "break", "missing", "empty", "blank", "timeout",
-    "conflict", "in use", "taken", "hold", "held", "gated", "unsupported", "incompatible",
-    "mismatch", "full", "exceed", "leaves", "eats", "costs", "bigger", "smaller", "limit",
-    "cap", "clamp", "queue", "preempt", "reject", "refuse", "need", "require", "can't",
-    "cannot", "won't", "doesn't", "does not", "isn't", "is not", "never", "no ", "without",
-    "%", "share of", "spent", "goes", "walks", "serial", "pcie", "nvlink", "kernel", "cache",
-    "spike", "jump", "drop", "regress", "noise", "flaky", "stuck", "block", "wait",
-    "early return", "path", "version", "fallback", "falls back", "arch", "sm_", "sm1", "sm9",
-)
+PREFILTER: tuple[str, ...] = ()
+"""Word starts a sentence must contain to be scored; empty: every sentence is. A cue-word list
+(because, due, fail, …) used to gate the model, but it hid exactly the causes stated without
+cue words that the model is for ("it was the torch-compile flag"); scoring all sentences costs
+about one spaCy tokenisation of the untagged assistant prose."""
 
 
 @dataclass(frozen=True)
@@ -172,8 +161,7 @@ def message_scores(nlp: Language, texts: list[str]) -> list[float]:
     rx = prefilter_regex(PREFILTER)
     out: list[float] = []
     for text in texts:
-        lower = text.lower()
-        cands = [text[a:b] for a, b in sentences(text) if rx.search(lower, a, b)]
+        cands = [text[a:b] for a, b in candidates(text, rx)]
         out.append(max((d.cats[LABEL] for d in nlp.pipe(cands)), default=0.0))
     return out
 
@@ -226,10 +214,11 @@ def f1(records: list[DevRecord], probs: list[float], threshold: float) -> tuple[
     return prec, rec, (2 * prec * rec / (prec + rec) if prec + rec else 0.0)
 
 
-def choose_threshold(records: list[DevRecord], probs: list[float]) -> float:
-    """Middle of the widest run of thresholds (0.05..0.95 by 0.01) with the best dev F1."""
+def choose_threshold(records: list[DevRecord], repeats: list[list[float]]) -> float:
+    """Middle of the widest run of thresholds (0.05..0.95 by 0.01) with the best dev F1, averaged
+    over the cross-validation repeats (one repeat's fold split moves a single record's score)."""
     grid = [round(0.05 + 0.01 * i, 2) for i in range(91)]
-    scores = [round(f1(records, probs, t)[2], 6) for t in grid]
+    scores = [round(float(np.mean([f1(records, probs, t)[2] for probs in repeats])), 6) for t in grid]
     best = max(scores)
     runs: list[list[float]] = []
     for t, s in zip(grid, scores, strict=True):
@@ -242,43 +231,51 @@ def choose_threshold(records: list[DevRecord], probs: list[float]) -> float:
     return round(widest[len(widest) // 2], 2)
 
 
+def out_of_fold(records: list[DevRecord], examples: list[dict[str, object]], k: int, seed: int) -> list[float]:
+    """Raw score of every dev record from a model trained without its fold."""
+    all_keys = {r.key for r in records}
+    oof: dict[str, float] = {}
+    for i, fold in enumerate(folds(records, k, seed)):
+        nlp = train(training_sentences(records, examples, all_keys - fold), seed + i)
+        held = [r for r in records if r.key in fold]
+        oof.update(zip((r.key for r in held), message_scores(nlp, [r.text for r in held]), strict=True))
+    return [oof[r.key] for r in records]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gold", type=Path, default=ROOT / "data" / "gold" / "dev.tsv")
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if "heldout" in args.gold.name:
         raise SystemExit("Error: train on dev gold only; held-out is measured, never trained on")
     records = load_records(args.gold)
     examples = read_examples()
-    all_keys = {r.key for r in records}
-    oof: dict[str, float] = {}
-    for i, fold in enumerate(folds(records, args.folds, args.seed)):
-        nlp = train(training_sentences(records, examples, all_keys - fold), args.seed + i)
-        held = [r for r in records if r.key in fold]
-        oof.update(zip((r.key for r in held), message_scores(nlp, [r.text for r in held]), strict=True))
-    raw = [oof[r.key] for r in records]
-    ab = platt(raw, [r.label for r in records])
-    probs = [calibrated(p, ab) for p in raw]
-    threshold = choose_threshold(records, probs)
+    raws = [out_of_fold(records, examples, args.folds, args.seed + 100 * r) for r in range(args.repeats)]
+    labels = [r.label for r in records]
+    ab = platt([p for raw in raws for p in raw], labels * args.repeats)
+    repeats = [[calibrated(p, ab) for p in raw] for raw in raws]
+    threshold = choose_threshold(records, repeats)
     rules_only = f1(records, [0.0] * len(records), 2.0)
-    combined = f1(records, probs, threshold)
-    print(f"dev records: {len(records)} ({sum(r.label for r in records)} positive); examples: {len(examples)}")
+    combined = tuple(float(np.mean(x)) for x in zip(*(f1(records, probs, threshold) for probs in repeats), strict=True))
+    print(f"dev records: {len(records)} ({sum(labels)} positive); examples: {len(examples)}")
     print(f"cross-validated dev  rules only  P {rules_only[0]:.3f} R {rules_only[1]:.3f} F1 {rules_only[2]:.3f}")
     print(f"cross-validated dev  rules|model P {combined[0]:.3f} R {combined[1]:.3f} F1 {combined[2]:.3f}"
-          f"  (threshold {threshold}, platt a={ab[0]:.3f} b={ab[1]:.3f})")
+          f"  ({args.folds} folds x {args.repeats} repeats; threshold {threshold}, platt a={ab[0]:.3f} b={ab[1]:.3f})")
 
+    all_keys = {r.key for r in records}
     nlp = train(training_sentences(records, examples, all_keys), args.seed)
     if MODEL_DIR.exists():
         shutil.rmtree(MODEL_DIR)
     nlp.to_disk(MODEL_DIR)
     settings = {
-        "version": f"bow2-s{args.seed}-n{len(examples)}+{len(records)}",
+        "version": f"bow{BOW['ngram_size']}-s{args.seed}-n{len(examples)}+{len(records)}",
         "threshold": threshold,
         "platt": [round(ab[0], 6), round(ab[1], 6)],
         "prefilter": list(PREFILTER),
-        "cv": {"folds": args.folds, "precision": round(combined[0], 4), "recall": round(combined[1], 4),
+        "cv": {"folds": args.folds, "repeats": args.repeats, "precision": round(combined[0], 4), "recall": round(combined[1], 4),
                "f1": round(combined[2], 4), "rules_only_f1": round(rules_only[2], 4)},
         "trained_on": f"{args.gold.relative_to(ROOT) if args.gold.is_relative_to(ROOT) else args.gold} + {EXAMPLES.name}",
     }

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from analytics.analysis.tagging import Tagger
-from analytics.analysis.tagging import pipeline
+from analytics.analysis.tagging import Tagger, pipeline
 from analytics.models import Message, MessageContext
 
 
@@ -27,3 +26,16 @@ def test_a_full_cache_keeps_what_the_batch_reads(monkeypatch: pytest.MonkeyPatch
     second = tagger.tag(fresh + [_ctx(7, "user", "ok?")])
     assert {(t.msg_idx, t.tag) for t in first} >= {(0, "user_checkin"), (1, "readiness_claim")}
     assert (7, "user_checkin") in {(t.msg_idx, t.tag) for t in second}
+
+
+def test_a_full_diagnosis_cache_keeps_what_the_batch_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from analytics.analysis.tagging import diagnosis_model
+
+    monkeypatch.setattr(diagnosis_model, "CACHE_SIZE", 2)
+    model = diagnosis_model.DiagnosisModel()
+    seen = "The server died because the port was still taken."
+    model.raw_scores([seen])
+    scores = model.raw_scores([f"It failed because of reason {i}." for i in range(4)] + [seen])
+    assert len(scores) == 5

@@ -289,9 +289,33 @@ def quoted_regions(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _QUOTED.finditer(text)]
 
 
-CONSEQUENCE_RULES = frozenset({"diagnosis:so:weak", "diagnosis:which-means:weak"})
+CONSEQUENCE_RULES = frozenset({"diagnosis:so:weak", "diagnosis:which-means:weak", "diagnosis:means:weak"})
 """Weak rules that a failure context does not unlock: after an error, ", so …" mostly
 introduces the next action, not a cause."""
+COMPLEMENT_RULES = frozenset({"diagnosis:the-issue-is", "diagnosis:the-reason", "diagnosis:bottleneck-is"})
+"""Diagnosis rules that announce a cause ("the error is …"): the words after them must state it."""
+NOT_A_CAUSE = frozenset({
+    "back", "gone", "fixed", "resolved", "solved", "reproducible", "reproduced", "intermittent",
+    "persistent", "unchanged", "different", "same", "identical", "new", "now", "still", "visible",
+    "here", "below", "above", "this", "following", "as", "shown", "printed", "logged", "reported",
+})
+"""First words after "the error is" that report the symptom ("the OOM is back", "the error is
+now in a different file", "the error is as follows"), not its cause."""
+PLAN_AFTER = frozenset({"'ll", "will", "'d", "should", "must", "gon"})
+"""After "I"/"we": the clause is the author's next action ("I'll relaunch", "we should …");
+"need/want/have to" and "am going" count too (see ``_gives_reason_for_action``)."""
+CAN_NOT_PLAN = frozenset({"only", "not", "never", "barely", "hardly", "fit", "hold", "handle", "afford", "no"})
+""" "we can only fit 16 requests" states a limit, "we can clean up" plans a step."""
+FAILURE_NAMES = frozenset({"error", "crash", "failure", "oom", "exception", "traceback"})
+"""Nouns whose "is …" complement is often a quoted log line ("the error is `KeyError: …`")."""
+INQUIRY = frozenset({
+    "check", "see", "find", "investigate", "figure", "out", "identify", "determine", "confirm",
+    "verify", "debug", "locate", "profile", "understand", "know", "tell",
+})
+"""Verbs of finding out: "let me find what is causing it" announces a search, not a cause."""
+WH = frozenset({"what", "why", "where", "whether", "if", "which", "how", "who"})
+NEGATORS = frozenset({"no", "without", "zero", "0", "not", "never"})
+"""A failure word right after one of these is not a failure ("without errors")."""
 
 
 class ProseFilter:
@@ -337,14 +361,86 @@ class ProseFilter:
             return False
         if before[-2:] in (["let", "me"], ["let", "'s"]) or (
             before and before[-1] in ("check", "see", "find", "identify", "locate", "investigate", "profile")
-        ):
+        ) or self._asks_what(before):
+            return False
+        if span.id_ in COMPLEMENT_RULES and not self._states_something(span, sent, regions):
             return False
         if span.id_.endswith(":weak"):
+            if self._gives_reason_for_action(span, sent) or self._reports_symptom(span, regions):
+                return False
             if span.doc.user_data.get("failure_context") and span.id_ not in CONSEQUENCE_RULES:
                 return True  # right after an error, or in a message that opens with one
-            words = {t.lower_ for t in sent}
-            return bool(words & self.failure)
+            return self._mentions_failure(sent)
         return True
+
+    # --- diagnosis helpers -------------------------------------------------
+    @staticmethod
+    def _asks_what(before: list[str]) -> bool:
+        """ "find out what is causing …", "see why it fails": a search announced, not a cause."""
+        for i in (1, 2):
+            if len(before) > i and before[-i] in WH and before[-i - 1] in INQUIRY:
+                return True
+        return False
+
+    @staticmethod
+    def _states_something(span: Span, sent: Span, regions: list[tuple[int, int]]) -> bool:
+        """The words after "the error is" say something: not a status word ("back", "now"),
+        not only a quotation or a colon before a log ("the error is `KeyError: …`")."""
+        rest = [t for t in span.doc[span.end : sent.end] if not t.is_space]
+        if span[-1].lower_ in NOT_A_CAUSE or (rest and rest[0].lower_ in NOT_A_CAUSE):
+            return False
+        if not any(t.lower_ in FAILURE_NAMES for t in span):
+            return True  # "the culprit is `fused_moe_kernel`" names the cause in code
+        return any(t.is_alpha and not any(a <= t.idx < b for a, b in regions) for t in rest)
+
+    @staticmethod
+    def _gives_reason_for_action(span: Span, sent: Span) -> bool:
+        """A weak cue that justifies the author's next step ("I'll use setsid because …",
+        "Since the server is up, let's …", "…, so I'll relaunch") instead of explaining a failure."""
+        words = [t.lower_ for t in sent]
+        start, end = span.start - sent.start, span.end - sent.start
+
+        def plans(ws: list[str]) -> bool:
+            for i, w in enumerate(ws):
+                nxt, nxt2 = (ws[i + 1 : i + 3] + ["", ""])[:2]
+                if w in ("let", "lets") and nxt in ("me", "'s", "us", ""):
+                    return True
+                if w in ("i", "we") and (
+                    nxt in PLAN_AFTER
+                    or (nxt in ("need", "want", "have") and nxt2 == "to")
+                    or (nxt == "can" and nxt2 not in CAN_NOT_PLAN)
+                    or (nxt in ("'m", "am", "'re", "are") and nxt2 == "going")
+                ):
+                    return True
+            return False
+
+        if span.id_ in CONSEQUENCE_RULES:
+            return plans(words[end - 1 : end + 4])
+        if start <= 1:  # "Since …, I'll …": the cue opens the sentence, the action follows
+            return plans(words[start:])
+        return plans(words[:start])
+
+    @staticmethod
+    def _reports_symptom(span: Span, regions: list[tuple[int, int]]) -> bool:
+        """ "failed with `503 …`" / "crashed with exit code 1": what it failed with, not why."""
+        if span[-1].lower_ != "with" or span.end >= len(span.doc):
+            return False
+        nxt = span.doc[span.end]
+        return (
+            any(a <= nxt.idx < b for a, b in regions)
+            or nxt.like_num
+            or nxt.lower_ in ("exit", "code", "status", "error", "an", "oom", "signal", "return")
+        )
+
+    def _mentions_failure(self, sent: Span) -> bool:
+        """A failure word in the sentence that is not negated ("no errors", "without error")."""
+        prev = ""
+        for t in sent:
+            w = t.lower_
+            if w in self.failure and prev not in NEGATORS:
+                return True
+            prev = w
+        return False
 
     def match(self, doc: Doc) -> list[Span]:
         regions = doc.user_data.get("quoted")

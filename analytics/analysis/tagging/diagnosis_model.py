@@ -2,8 +2,9 @@
 
 The rules (``patterns/prose.jsonl``) catch cue phrases ("the root cause is", "because");
 this model catches causes stated without them ("EP8 is slower: every MoE layer does an
-all-to-all over PCIe"). It scores the sentences of an assistant message that pass a cheap
-word prefilter; the message score is the best sentence's calibrated probability.
+all-to-all over PCIe"). It scores the sentences of an assistant message (all of them, unless
+the settings name a word prefilter); the message score is the best sentence's calibrated
+probability.
 
 Trained by ``scripts/train_diagnosis.py`` (dev gold + ``models/diagnosis_examples.jsonl``);
 the pipeline and its calibration live in ``models/diagnosis/``.
@@ -20,7 +21,7 @@ from pathlib import Path
 import spacy
 from spacy.language import Language
 
-from analytics.analysis.tagging.components import RuleError
+from analytics.analysis.tagging.components import RuleError, quoted_regions
 
 MODEL_DIR = Path(__file__).parent / "models" / "diagnosis"
 SETTINGS_FILE = "tagger.json"
@@ -58,7 +59,7 @@ class Settings:
     platt: tuple[float, float]
     """``p = sigmoid(a * logit(raw) + b)``: maps the classifier's raw score to a probability."""
     prefilter: tuple[str, ...]
-    """Lower-case word starts; only sentences containing one are scored."""
+    """Lower-case word starts; only sentences containing one are scored (empty: all are)."""
     version: str
 
     @classmethod
@@ -77,8 +78,22 @@ class Settings:
             ) from exc
 
 
-def prefilter_regex(words: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(r"(?:^|\W)(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
+def prefilter_regex(words: tuple[str, ...]) -> re.Pattern[str] | None:
+    """A sentence is scored when it contains one of ``words``; None (no words): every sentence."""
+    if not words:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
+
+
+def candidates(text: str, prefilter: re.Pattern[str] | None) -> list[tuple[int, int]]:
+    """Spans of the sentences of ``text`` that the classifier scores: not those inside a
+    quotation (a quoted log line, a ``>`` block quote: quoting is not diagnosing)."""
+    quoted = quoted_regions(text)
+    spans = [(a, b) for a, b in sentences(text) if not any(x <= a and b <= y for x, y in quoted)]
+    if prefilter is None:
+        return spans
+    lower = text.lower()
+    return [(a, b) for a, b in spans if prefilter.search(lower, a, b)]
 
 
 @dataclass(frozen=True)
@@ -117,15 +132,15 @@ class DiagnosisModel:
 
     def candidates(self, text: str) -> list[tuple[int, int]]:
         """Sentence spans worth scoring (the prefilter, no tokenising)."""
-        lower = text.lower()
-        return [(a, b) for a, b in sentences(text) if self._prefilter.search(lower, a, b)]
+        return candidates(text, self._prefilter)
 
     def raw_scores(self, texts: list[str]) -> list[float]:
         """The classifier's uncalibrated ``diagnosis`` score for each sentence text."""
         fresh = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if fresh:
-            if len(self._cache) + len(fresh) > CACHE_SIZE:
-                self._cache.clear()
+            if len(self._cache) + len(fresh) > CACHE_SIZE:  # empty it but for what we read
+                wanted = set(texts)
+                self._cache = {t: s for t, s in self._cache.items() if t in wanted}
             for t, doc in zip(fresh, self.nlp.pipe(fresh, batch_size=256), strict=True):
                 self._cache[t] = float(doc.cats.get(LABEL, 0.0))
         return [self._cache[t] for t in texts]
