@@ -17,32 +17,27 @@ Set TRANSCRIPTS_TIMING=1 to see where an ingest spends its time.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import write_corpus  # noqa: E402
+from _rss import run_measured  # noqa: E402
 
 CHECK = "; raise SystemExit(1 if s.errors else 0)"
 
 
 def run(code: str) -> tuple[float, float]:
-    """Run python code in a subprocess; return (seconds, peak RSS MiB). An ingest step
-    (``s = ingest(...)``) fails the benchmark when any file reports an error."""
+    """Run python code in a subprocess; return (seconds, peak RSS MiB of all its processes).
+    An ingest step (``s = ingest(...)``) fails the benchmark when any file reports an error."""
     if "s = ingest(" in code:
         code += CHECK
-    t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - t
+    elapsed, status, tree, single = run_measured([sys.executable, "-c", code])
     if status != 0:
         raise SystemExit(f"step failed: {code}")
-    return elapsed, usage.ru_maxrss / 1024
+    return elapsed, max(tree, single)
 
 
 def warm_append(work: Path, src: Path, db: Path) -> float:

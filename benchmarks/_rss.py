@@ -1,0 +1,58 @@
+"""Peak resident memory of a process and all its descendants (sampled from /proc).
+
+``ru_maxrss`` of a waited child is the peak of one process only; an ingest that runs a
+worker process would hide the worker's memory. This sums the tree every few ms.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss_mib(pid: int) -> float:
+    """Current RSS of ``pid`` and its descendants, in MiB."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += _rss_kib(p)
+        todo += _children(p)
+    return total / 1024
+
+
+def run_measured(args: list[str], interval_s: float = 0.02) -> tuple[float, int, float, float]:
+    """Run ``args``; return (seconds, exit status, peak tree RSS MiB, ru_maxrss MiB)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(args)
+    peak = 0.0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        peak = max(peak, tree_rss_mib(proc.pid))
+        time.sleep(interval_s)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, proc.returncode, peak, usage.ru_maxrss / 1024
