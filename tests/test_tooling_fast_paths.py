@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from analytics.analysis.tooling import ScriptMemory, parse_launches, scan_log
-from analytics.analysis.tooling.extractor import _measurement
+from analytics.analysis.tooling.extractor import _measurement, _server_event
 from analytics.analysis.tooling.launches import _may_matter
-from analytics.models import Measurement
+from analytics.models import Measurement, ServerEvent
 
 
 def test_unvalidated_measurement_equals_validated() -> None:
     fields = dict(session_id="s", msg_idx=3, metric="m", value=1.5, unit=None, label="x=1")
     fast = _measurement(**fields, source="decode_log")
     slow = Measurement(**fields, source="decode_log")
+    assert fast == slow and repr(fast) == repr(slow)
+    assert fast.model_dump(exclude_unset=True) == slow.model_dump(exclude_unset=True)
+
+
+def test_unvalidated_server_event_equals_validated() -> None:
+    fields = dict(session_id="s", msg_idx=3, engine="sglang", event="oom", detail=None, log_ts="t")
+    fast = _server_event(**fields)  # type: ignore[arg-type]
+    slow = ServerEvent(**fields)  # type: ignore[arg-type]
     assert fast == slow and repr(fast) == repr(slow)
     assert fast.model_dump(exclude_unset=True) == slow.model_dump(exclude_unset=True)
 

@@ -1,17 +1,22 @@
 """Runs the analysers over what the parsers stored.
 
 Message-level analysers (tagging, polling, tooling) see each message once, with
-its tool calls and results; session-level analysers (launch diffs, campaigns,
-readiness) are recomputed for every session an ingest touched.
+its tool calls and results, a chunk of messages at a time (on two or more cores a forked
+worker process tags while this one runs the rest: ``tagging/worker.py``); session-level
+analysers (launch diffs, campaigns, readiness) are recomputed for every session an ingest
+touched.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+import gc
+from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
@@ -28,7 +33,11 @@ from analytics.models import (
     ToolCall,
 )
 from analytics.store.writer import append
-from analytics.timing import timed
+from analytics.timing import PEAK_RSS_MIB, TIMINGS, timed
+
+if TYPE_CHECKING:
+    from analytics.analysis.tagging import Tagger
+    from analytics.analysis.tagging.worker import TagWorker
 
 CHUNK = 5000
 TAG_MARGIN = 50
@@ -53,6 +62,61 @@ class MessageOutputs:
     launches: list[Launch] = field(default_factory=list)
     events: list[ServerEvent] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
+
+
+Rows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
+"""(message rows, tool-call rows) as ``load_rows`` returns them."""
+_NO_ROWS: Rows = ([], [])
+
+
+@dataclass
+class _Chunk:
+    """A chunk analysed but not written yet: its tags may still be with the worker."""
+
+    contexts: list[MessageContext]
+    """Kept, with ``before``, while the worker has the chunk: to tag it here should it fail."""
+    before: list[MessageContext]
+    """The messages just before the chunk, tagged with it as its context."""
+    mine: set[int]
+    """msg_idx of the chunk's messages."""
+    tail: int
+    """msg_idx from which the chunk's tags are context for the next chunk."""
+    tags: list[Tag] | None = None
+    """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them."""
+    outputs: MessageOutputs = field(default_factory=MessageOutputs)
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """The analysers allocate many objects without reference cycles (records, hits, spans);
+    the cyclic collector would only walk them, and the caller's heap, again and again.
+    Per chunk, because loading a spaCy model switches the collector back on (srsly)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def tag_in_context(
+    tagger: Tagger, contexts: list[MessageContext], before: list[MessageContext] | None
+) -> list[Tag]:
+    """Tags of ``contexts`` and of ``before`` (the messages just before them), tagged together."""
+    if not before:
+        return tagger.tag(contexts)
+    mine = {c.message.msg_idx for c in contexts}
+    batch = [c for c in before if c.message.msg_idx not in mine] + contexts
+    batch.sort(key=lambda c: c.message.msg_idx)
+    return tagger.tag(batch)
+
+
+def new_tags(tags: list[Tag], mine: set[int], known: set[tuple[int, str]] | None) -> list[Tag]:
+    """Of ``tags``, those on the messages ``mine`` and those of the context before them that
+    are not ``known`` (stored already)."""
+    seen = known or set()
+    return [t for t in tags if t.msg_idx in mine or (t.msg_idx, t.tag) not in seen]
 
 
 class Analyser:
@@ -87,23 +151,19 @@ class Analyser:
         an explanation follows), so ``before`` — the messages just before ``contexts`` —
         are tagged with them again; of their tags only those not in ``known`` (the ones
         already stored) are returned."""
+        if not contexts:
+            return MessageOutputs()
+        with timed("tagging"):
+            tags = tag_in_context(self.tagger, contexts, before)
+        out = self._analyse_calls(contexts)
+        out.tags = new_tags(tags, {c.message.msg_idx for c in contexts}, known)
+        return out
+
+    def _analyse_calls(self, contexts: list[MessageContext]) -> MessageOutputs:
+        """Everything but the tags: polling loops and tooling facts."""
         from analytics.analysis.tagging import analyse_polling
 
         out = MessageOutputs()
-        if not contexts:
-            return out
-        with timed("tagging"):
-            if before:
-                mine = {c.message.msg_idx for c in contexts}
-                batch = [c for c in before if c.message.msg_idx not in mine] + contexts
-                batch.sort(key=lambda c: c.message.msg_idx)
-                seen = known or set()
-                out.tags = [
-                    t for t in self.tagger.tag(batch)
-                    if t.msg_idx in mine or (t.msg_idx, t.tag) not in seen
-                ]
-            else:
-                out.tags = self.tagger.tag(contexts)
         with timed("polling"):
             for ctx in contexts:
                 out.polling.extend(analyse_polling(ctx))
@@ -133,41 +193,141 @@ class Analyser:
         # The messages just before the first changed one are tagged again as context.
         first = min([start_idx, *extra])
         margin_lo = max(0, first - TAG_MARGIN)
-        with timed("load contexts"):
-            before = load_contexts(con, session_id, margin_lo, start_idx - 1) if first else []
-            known = {
-                (int(i), str(t))
-                for i, t in con.execute(
-                    "SELECT msg_idx, tag FROM tags WHERE session_id = ? AND msg_idx >= ?",
-                    [session_id, margin_lo],
-                ).fetchall()
-            }
-        if extra:
-            redo = [c for c in before if c.message.msg_idx in set(extra)]
-            outputs = self.analyse(redo, before, known)
-            self._write(con, outputs)
-            known |= {(t.msg_idx, t.tag) for t in outputs.tags}
-        n = 0
+        with _no_cyclic_gc():
+            with timed("load contexts"):
+                before_rows = (
+                    load_rows(con, session_id, margin_lo, start_idx - 1) if first else _NO_ROWS
+                )
+                before = contexts_from_rows(*before_rows)
+                known = {
+                    (int(i), str(t))
+                    for i, t in con.execute(
+                        "SELECT msg_idx, tag FROM tags WHERE session_id = ? AND msg_idx >= ?",
+                        [session_id, margin_lo],
+                    ).fetchall()
+                }
+            if extra:
+                redo = [c for c in before if c.message.msg_idx in set(extra)]
+                outputs = self.analyse(redo, before, known)
+                self._write(con, outputs)
+                known |= {(t.msg_idx, t.tag) for t in outputs.tags}
         hi = con.execute(
             "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [session_id]
         ).fetchone()
         last = hi[0] if hi and hi[0] is not None else -1
-        lo = start_idx
-        while lo <= last:
-            with timed("load contexts"):
-                contexts = load_contexts(con, session_id, lo, lo + CHUNK - 1)
-            outputs = self.analyse(contexts, before[-TAG_MARGIN:], known)
-            with timed("write analysis"):
-                self._write(con, outputs)
-            before = contexts
-            tail = contexts[-TAG_MARGIN].message.msg_idx if len(contexts) >= TAG_MARGIN else lo
-            known = {k for k in known if k[0] >= tail} | {
-                (t.msg_idx, t.tag) for t in outputs.tags if t.msg_idx >= tail
-            }
-            n += len(contexts)
-            lo += CHUNK
+        n = self._run_chunks(con, session_id, start_idx, last, (before_rows, before), known)
         self._save_tooling(con, session_id)
         return n
+
+    def _run_chunks(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        session_id: str,
+        lo: int,
+        last: int,
+        before: tuple[Rows, list[MessageContext]],
+        known: set[tuple[int, str]],
+    ) -> int:
+        """Analyse messages ``lo..last`` chunk by chunk, each tagged with the ``TAG_MARGIN``
+        messages before it. With more than one chunk, a worker process tags while this one
+        loads the next chunk, runs the other analysers and writes; outputs are written chunk
+        by chunk, in order, exactly as without the worker."""
+        from analytics.analysis.tagging import worker as tag_worker
+
+        worker: TagWorker | None = None
+        if last - lo + 1 > CHUNK and tag_worker.available():
+            self.tagger.warm_up()  # once, here, rather than in each process
+            worker = tag_worker.TagWorker(self._tag_rows)
+        before_rows, before_contexts = before
+        pending: deque[_Chunk] = deque()
+        n = 0
+        try:
+            while lo <= last:
+                with _no_cyclic_gc():
+                    with timed("load contexts"):
+                        rows = load_rows(con, session_id, lo, lo + CHUNK - 1)
+                        contexts = contexts_from_rows(*rows)
+                    chunk = _Chunk(
+                        contexts,
+                        before_contexts[-TAG_MARGIN:],
+                        mine={c.message.msg_idx for c in contexts},
+                        tail=(
+                            contexts[-TAG_MARGIN].message.msg_idx
+                            if len(contexts) >= TAG_MARGIN else lo
+                        ),
+                    )
+                    if not contexts:
+                        chunk.tags = []
+                    elif worker is not None and not worker.gone and worker.outstanding < 2:
+                        worker.submit((tail_rows(before_rows, TAG_MARGIN), rows))
+                    else:  # no worker, or it has enough to do: tag this chunk here
+                        with timed("tagging"):
+                            chunk.tags = tag_in_context(self.tagger, contexts, chunk.before)
+                    chunk.outputs = self._analyse_calls(contexts)
+                    if chunk.tags is not None:
+                        chunk.contexts, chunk.before = [], []
+                    pending.append(chunk)
+                    known = self._write_done(con, pending, worker, known, block=False)
+                before_rows, before_contexts = rows, contexts
+                n += len(contexts)
+                lo += CHUNK
+            with _no_cyclic_gc():
+                self._write_done(con, pending, worker, known, block=True)
+        finally:
+            if worker is not None:
+                worker.close()
+                stage = "tagging (in the worker process)"
+                TIMINGS[stage] += worker.seconds
+                PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), worker.peak_rss_mib)
+        return n
+
+    def _tag_rows(self, job: tuple[Rows, Rows]) -> list[Tag]:
+        """What the worker process runs: ``tag_in_context`` from the rows of the margin
+        and of the chunk."""
+        before_rows, rows = job
+        return tag_in_context(
+            self.tagger, contexts_from_rows(*rows), contexts_from_rows(*before_rows)
+        )
+
+    def _write_done(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        pending: deque[_Chunk],
+        worker: TagWorker | None,
+        known: set[tuple[int, str]],
+        block: bool,
+    ) -> set[tuple[int, str]]:
+        """Write the leading chunks of ``pending`` whose tags are in (all of them if
+        ``block``); returns ``known`` (tags stored in the last ``TAG_MARGIN`` messages)."""
+        from analytics.analysis.tagging.worker import WorkerGone
+
+        while pending:
+            head = pending[0]
+            if head.tags is None:
+                assert worker is not None  # only chunks handed to the worker wait for tags
+                try:
+                    with timed("tagging (waiting for the worker)"):
+                        tags = worker.take(block)
+                except WorkerGone:
+                    for chunk in pending:  # the worker's chunks, tagged here instead
+                        if chunk.tags is None:
+                            with timed("tagging"):
+                                chunk.tags = tag_in_context(
+                                    self.tagger, chunk.contexts, chunk.before
+                                )
+                    continue
+                if tags is None:
+                    break
+                head.tags, head.contexts, head.before = tags, [], []  # answers come in order
+                continue
+            pending.popleft()
+            head.outputs.tags = new_tags(head.tags, head.mine, known)
+            with timed("write analysis"):
+                self._write(con, head.outputs)
+            known = {k for k in known if k[0] >= head.tail} | {
+                (t.msg_idx, t.tag) for t in head.outputs.tags if t.msg_idx >= head.tail
+            }
+        return known
 
     def _restore_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
         from analytics.analysis.tooling import ToolingExtractor
@@ -287,35 +447,84 @@ def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> No
     )
 
 
+_MSG_SQL = (
+    f"SELECT {', '.join(_MSG_COLS)} FROM messages "
+    "WHERE session_id = $sid AND msg_idx BETWEEN $lo AND $hi"
+)
+# Two range predicates DuckDB can skip row groups with (one OR of both scans the whole
+# table); rowid restores the table's order, in which the analysers have always seen calls.
+_CALL_SQL = (
+    f"SELECT rowid, {', '.join(_CALL_COLS)} FROM tool_calls "
+    "WHERE session_id = $sid AND msg_idx BETWEEN $lo AND $hi "
+    f"UNION ALL SELECT rowid, {', '.join(_CALL_COLS)} FROM tool_calls "
+    "WHERE session_id = $sid AND result_msg_idx BETWEEN $lo AND $hi "
+    "AND NOT msg_idx BETWEEN $lo AND $hi"
+)
+_MSG_IDX = _MSG_COLS.index("msg_idx")
+_CALL_IDX = 1 + _CALL_COLS.index("msg_idx")
+_RESULT_IDX = 1 + _CALL_COLS.index("result_msg_idx")
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _construct(cls: type[Any], values: dict[str, Any]) -> Any:
+    """``cls.model_construct(**values)`` for ``values`` naming every field in declaration
+    order, without its per-call overhead (a chunk holds thousands of records)."""
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", set(values))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
 def load_contexts(
     con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int
 ) -> list[MessageContext]:
     """Messages ``lo..hi`` of a session with the calls they make and the results they carry."""
-    msgs = con.execute(
-        f"SELECT {', '.join(_MSG_COLS)} FROM messages "
-        "WHERE session_id = ? AND msg_idx BETWEEN ? AND ? ORDER BY msg_idx",
-        [session_id, lo, hi],
-    ).fetchall()
-    calls = con.execute(
-        f"SELECT {', '.join(_CALL_COLS)} FROM tool_calls WHERE session_id = ? "
-        "AND (msg_idx BETWEEN ? AND ? OR result_msg_idx BETWEEN ? AND ?)",
-        [session_id, lo, hi, lo, hi],
-    ).fetchall()
+    return contexts_from_rows(*load_rows(con, session_id, lo, hi))
+
+
+def load_rows(con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int) -> Rows:
+    """The message rows (``_MSG_COLS``, in msg_idx order) and tool-call rows (rowid, then
+    ``_CALL_COLS``, in table order) of messages ``lo..hi``, for ``contexts_from_rows``."""
+    params = {"sid": session_id, "lo": lo, "hi": hi}
+    msgs = con.execute(_MSG_SQL, params).fetchall()
+    msgs.sort(key=itemgetter(_MSG_IDX))  # cheaper here than an ORDER BY
+    calls = con.execute(_CALL_SQL, params).fetchall()
+    calls.sort(key=itemgetter(0))
+    return msgs, calls
+
+
+def tail_rows(rows: Rows, n: int) -> Rows:
+    """The rows of the last ``n`` messages of ``rows`` (and of their calls and results)."""
+    msgs = rows[0][-n:] if n else []
+    idx = {r[_MSG_IDX] for r in msgs}
+    return msgs, [r for r in rows[1] if r[_CALL_IDX] in idx or r[_RESULT_IDX] in idx]
+
+
+def contexts_from_rows(
+    msgs: list[tuple[Any, ...]], calls: list[tuple[Any, ...]]
+) -> list[MessageContext]:
+    """Each message with the calls it makes and the results it carries."""
     by_call: dict[int, list[ToolCall]] = defaultdict(list)
     by_result: dict[int, list[ToolCall]] = defaultdict(list)
     for row in calls:
-        call = ToolCall.model_construct(**dict(zip(_CALL_COLS, row, strict=True)))
-        by_call[call.msg_idx].append(call)
-        if call.result_msg_idx is not None:
-            by_result[call.result_msg_idx].append(call)
+        call = _construct(ToolCall, dict(zip(_CALL_COLS, row[1:], strict=True)))
+        by_call[row[_CALL_IDX]].append(call)
+        if row[_RESULT_IDX] is not None:
+            by_result[row[_RESULT_IDX]].append(call)
     out = []
     for row in msgs:
         d = dict(zip(_MSG_COLS, row, strict=True))
-        d["text"] = d["text"] or ""
-        msg = Message.model_construct(**d)
-        out.append(
-            MessageContext.model_construct(
-                message=msg, calls=by_call.get(msg.msg_idx, []), results=by_result.get(msg.msg_idx, [])
-            )
-        )
+        if d["text"] is None:
+            d["text"] = ""
+        idx = row[_MSG_IDX]
+        calls_of = by_call.get(idx)
+        results_of = by_result.get(idx)
+        out.append(_construct(MessageContext, {
+            "message": _construct(Message, d),
+            "calls": calls_of if calls_of is not None else [],
+            "results": results_of if results_of is not None else [],
+        }))
     return out

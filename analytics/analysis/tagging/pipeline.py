@@ -117,6 +117,14 @@ class Tagger:
         return self._nlp
 
     # --- public ------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Build now what the first ``tag`` call would build (the spaCy pipelines, the prose
+        prefilters, the diagnosis model): before forking a worker, so it is built once."""
+        for role in PROSE_ROLES:
+            self._triggers(role)
+        if self.diagnosis is not None:
+            self.diagnosis.nlp  # noqa: B018 - loads the model
+
     def tag(self, batch: list[MessageContext]) -> list[Tag]:
         """Tags for ``batch`` (consecutive messages of one session, msg_idx order)."""
         # Tagging allocates many short-lived objects without reference cycles (matches,

@@ -46,6 +46,10 @@ _BREAK_AFTER = re.compile(
 _UNTIL_GREP = re.compile(
     r"""\buntil\s+(?:[^;\n]*?\|\s*)?grep\s+(?P<flags>(?:-[A-Za-z]+\s+)*)(?P<pat>"[^"]*"|'[^']*'|[^\s|;&]+)"""
 )
+_ABORTED = re.compile(r"User aborted the command|aborted by user|Tool execution aborted")
+_TIMEOUT = re.compile(r"\btimed? ?out\b|TIMEOUT", re.I)
+_TIME = re.compile("tim", re.I)
+"""Where every ``_TIMEOUT`` match starts, and much faster to rule out."""
 _ECHO = re.compile(r"""echo\s+(?:-\w+\s+)?["']?([A-Za-z_][\w ]{0,30}?)["']?\s*(?:[;}\n]|$)""")
 
 
@@ -162,6 +166,7 @@ def _unquote(pat: str) -> str:
     return pat[1:-1] if len(pat) >= 2 and pat[0] == pat[-1] and pat[0] in "'\"" else pat
 
 
+@lru_cache(maxsize=4096)
 def exit_patterns(command: str) -> tuple[str | None, str | None, str | None, str | None]:
     """(success_pattern, failure_pattern, success_marker, failure_marker) from grep … && break/exit."""
     success = failure = s_mark = f_mark = None
@@ -240,9 +245,9 @@ def _outcome(call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out
         return "ready"
     if f_pos >= 0:
         return "failed"
-    if call.status == "aborted" or re.search(r"User aborted the command|aborted by user|Tool execution aborted", out):
+    if call.status == "aborted" or ("aborted" in out and _ABORTED.search(out)):
         return "aborted"
-    if call.exit_code == 124 or re.search(r"\btimed? ?out\b|TIMEOUT", out, re.I):
+    if call.exit_code == 124 or (_TIME.search(out) and _TIMEOUT.search(out)):
         return "timeout"
     if shape.max_iterations and call.status == "completed" and success:
         lines = _iteration_lines(out)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analytics.analysis.literals import literal_trie
 from analytics.analysis.tagging.components import PATTERNS_DIR, RuleError, read_jsonl
 from analytics.analysis.tagging.polling import shell_tool
 from analytics.analysis.tagging.shell import core_words, inner_command, parse_shell
@@ -99,6 +100,11 @@ class ToolRules:
             self._markers_at.setdefault(where, []).append((rx, needs))
         self._marker_gate = {w: _any_of(ms) for w, ms in self._markers_at.items()}
         """where -> one regex over every marker's ``needs`` (None: a marker has none): no hit, no marker."""
+        self._needs_gate = {
+            on: re.compile(literal_trie({n for r in rules for n in r.needs}))
+            for on, rules in self._by_on.items()
+        }
+        """on -> one regex over the ``needs`` of its rules: no hit, none of those rules can match."""
         self._command_cache: dict[tuple[str, bool], list[Hit]] = {}
 
     # --- abort markers ---------------------------------------------------
@@ -174,12 +180,17 @@ class ToolRules:
             segments = [(0, text)]
         hits: list[Hit] = []
         done: set[str] = set()
+        gate = self._needs_gate.get(on)
+        needy: list[bool | None] = [None] * len(segments)  # holds some rule's needs? (once)
         for rule in self._by_on.get(on, ()):
             if rule.label in done or (role and rule.roles and role not in rule.roles):
                 continue
-            for offset, segment in segments:
-                if rule.needs and not any(n in segment for n in rule.needs):
-                    continue
+            for k, (offset, segment) in enumerate(segments):
+                if rule.needs:
+                    if needy[k] is None:
+                        needy[k] = gate is None or gate.search(segment) is not None
+                    if not needy[k] or not any(n in segment for n in rule.needs):
+                        continue
                 m = rule.regex.search(segment)
                 if m:
                     start = offset + m.start()
@@ -192,8 +203,7 @@ class ToolRules:
 def _any_of(markers: list[tuple[re.Pattern[str], tuple[str, ...]]]) -> re.Pattern[str] | None:
     if not all(needs for _, needs in markers):
         return None
-    words = sorted({n for _, needs in markers for n in needs}, key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, words)))
+    return re.compile(literal_trie({n for _, needs in markers for n in needs}))
 
 
 def _locate(rule: RegexRule, matched: str, command: str) -> Hit:

@@ -143,14 +143,7 @@ class ToolingExtractor:
         scan = scan_log(text, engine, self._counted_lines)
         for ev in scan.events:
             facts.server_events.append(
-                ServerEvent(
-                    session_id=session_id,
-                    msg_idx=msg_idx,
-                    engine=ev.engine,
-                    event=ev.event,
-                    detail=ev.detail,
-                    log_ts=ev.log_ts,
-                )
+                _server_event(session_id, msg_idx, ev.engine, ev.event, ev.detail, ev.log_ts)
             )
         out = facts.measurements
         for num in scan.numbers:
@@ -171,8 +164,33 @@ class ToolingExtractor:
 
 
 _MEASUREMENT_FIELDS = frozenset(Measurement.model_fields)
+_SERVER_EVENT_FIELDS = frozenset(ServerEvent.model_fields)
 _new = object.__new__
 _set = object.__setattr__
+
+
+def _server_event(
+    session_id: str, msg_idx: int, engine: str, event: str, detail: str | None, log_ts: str | None
+) -> ServerEvent:
+    """A ``ServerEvent`` without re-validation, as ``_measurement`` (the log scanner yields
+    values of the declared types, and an output can hold many events)."""
+    e = _new(ServerEvent)
+    _set(
+        e,
+        "__dict__",
+        {
+            "session_id": session_id,
+            "msg_idx": msg_idx,
+            "engine": engine,
+            "event": event,
+            "detail": detail,
+            "log_ts": log_ts,
+        },
+    )
+    _set(e, "__pydantic_fields_set__", set(_SERVER_EVENT_FIELDS))
+    _set(e, "__pydantic_extra__", None)
+    _set(e, "__pydantic_private__", None)
+    return e
 
 
 def _measurement(

@@ -17,6 +17,8 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
+from analytics.analysis.literals import literal_trie
+
 from .failures import failure_hits, failure_signatures
 
 MAX_LINE = 16_000
@@ -153,7 +155,7 @@ def _any_needle() -> re.Pattern[str]:
     needles = {sig["needle"] for group in ("events", "numbers") for sig in sigs[group]}
     needles |= {spec["needle"] for spec in sigs["batch_lines"].values()}
     needles |= {sig.needle for sig in failure_signatures()}
-    return re.compile("|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
+    return re.compile(literal_trie(needles))
 
 
 @cache
@@ -336,11 +338,10 @@ def _scan_line(
     raw: str, engine: str, scan: LogScan, seen: set[tuple[str, str, str | None]]
 ) -> str:
     """Add one ANSI-free line's findings to ``scan``; returns the engine in force after it."""
-    line_engine, msg, log_ts, _, _ = _split_prefix(raw)
+    line_engine, log_ts, facts = _raw_line_facts(raw)
     if line_engine:
         engine = line_engine
         scan.engines_seen.add(line_engine)
-    facts = _line_facts(msg)
     if facts is None:
         return engine
     events, failures, numbers = facts
@@ -371,6 +372,13 @@ _EventTemplate = tuple[str, str, "dict[str, str] | None", "str | None"]
 _LineFacts = tuple[
     tuple[_EventTemplate, ...], tuple[tuple[str, str, str], ...], tuple[NumberHit, ...]
 ]
+
+
+@lru_cache(maxsize=LINE_CACHE)
+def _raw_line_facts(raw: str) -> tuple[str | None, str | None, _LineFacts | None]:
+    """(engine, log_ts, facts) of an ANSI-free line: polls re-read the same log lines."""
+    line_engine, msg, log_ts, _, _ = _split_prefix(raw)
+    return line_engine, log_ts, _line_facts(msg)
 
 
 @lru_cache(maxsize=LINE_CACHE)

@@ -1,0 +1,182 @@
+"""A second process that tags chunks of messages while the ingest process does the rest.
+
+Tagging is the larger half of message-level analysis and needs nothing from the database, so
+on a machine with two or more cores a forked copy of the ingest process (the warmed-up
+``Tagger`` and all) tags the chunks it is handed while the parent loads the next one and runs
+the polling and tooling analysers. The results are the same as tagging in the parent: the
+parent hands over the rows it loaded, the child builds the same contexts from them and runs
+the same ``Tagger``; anything that goes wrong in the child makes the parent tag the chunks
+itself. Linux only (``fork``); ``TRANSCRIPTS_TAG_WORKER=0`` turns it off.
+
+Protocol: the parent sends jobs (picklable, e.g. rows), the child answers each, in order,
+with ``("ok", tags, seconds, peak RSS MiB)`` or ``("error", message)``. The parent reads and
+writes the pipes from two daemon threads, so neither side ever waits on the other's pipe
+buffer; the child is single-threaded and leaves when its pipe closes (the parent finished or
+died).
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import queue
+import resource
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from analytics.models import Tag
+
+ENV_SWITCH = "TRANSCRIPTS_TAG_WORKER"
+"""Set to ``0`` to tag in the ingest process only."""
+JOIN_TIMEOUT_S = 5.0
+
+TagJob = Callable[[Any], list[Tag]]
+"""What the child runs on each job: the tags of the messages the job describes."""
+
+
+class WorkerGone(Exception):
+    """The worker died or failed on a chunk: the parent tags the chunks still out itself."""
+
+
+def available() -> bool:
+    """A worker can help: Linux (``fork``), two or more cores to run on, not switched off."""
+    return (
+        os.environ.get(ENV_SWITCH, "1") != "0"
+        and sys.platform.startswith("linux")
+        and len(os.sched_getaffinity(0)) >= 2
+    )
+
+
+class TagWorker:
+    """A forked process tagging chunks in the order they are submitted."""
+
+    def __init__(self, tag: TagJob) -> None:
+        ctx = multiprocessing.get_context("fork")
+        jobs_r, self._jobs_w = ctx.Pipe(duplex=False)
+        self._results_r, results_w = ctx.Pipe(duplex=False)
+        for stream in (sys.stdout, sys.stderr):  # the child must not write out our buffers again
+            if stream is not None:
+                stream.flush()
+        self._process = ctx.Process(
+            target=_serve,
+            args=(tag, jobs_r, results_w, (self._jobs_w, self._results_r)),
+            daemon=True,
+            name="transcripts-tagger",
+        )
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns about fork() in a process with threads (DuckDB's); the child
+            # only runs Python and spaCy code, never DuckDB, and leaves with os._exit.
+            warnings.filterwarnings("ignore", message=r".*fork\(\).*", category=DeprecationWarning)
+            self._process.start()
+        jobs_r.close()
+        results_w.close()
+        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.outstanding = 0
+        """Chunks submitted whose tags have not been taken yet."""
+        self.seconds = 0.0
+        """Time the child spent tagging."""
+        self.peak_rss_mib = 0.0
+        """The child's peak resident memory."""
+        self.gone = False
+        threading.Thread(target=self._send_loop, daemon=True).start()
+        threading.Thread(target=self._receive_loop, daemon=True).start()
+
+    # --- parent side ---------------------------------------------------------
+    def submit(self, job: Any) -> None:
+        """Hand ``job`` (not None) to the child."""
+        self._outbox.put(job)
+        self.outstanding += 1
+
+    def take(self, block: bool) -> list[Tag] | None:
+        """Tags of the oldest chunk still out (None when ``block`` is false and they are not
+        there yet); raises ``WorkerGone`` when the worker cannot deliver them."""
+        if self.gone:
+            raise WorkerGone("the tagging worker is gone")
+        try:
+            reply = self._inbox.get(block=block)
+        except queue.Empty:
+            return None
+        if reply[0] != "ok":
+            self.gone = True
+            raise WorkerGone(str(reply[1]))
+        self.outstanding -= 1
+        self.seconds += reply[2]
+        self.peak_rss_mib = max(self.peak_rss_mib, reply[3])
+        tags: list[Tag] = reply[1]
+        return tags
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        self._process.join(JOIN_TIMEOUT_S)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(JOIN_TIMEOUT_S)
+
+    def _send_loop(self) -> None:
+        while True:
+            job = self._outbox.get()
+            try:
+                self._jobs_w.send(job)
+            except OSError:  # the child is gone: the receiver says so
+                break
+            except Exception as exc:  # a job that does not pickle
+                self._inbox.put(("gone", f"cannot hand a job to the tagging worker: {exc}"))
+                break
+            if job is None:
+                break
+        self._jobs_w.close()
+
+    def _receive_loop(self) -> None:
+        while True:
+            try:
+                reply = self._results_r.recv()
+            except (EOFError, OSError):
+                reply = ("gone", "the tagging worker stopped")
+            except Exception as exc:  # an answer that does not unpickle
+                reply = ("gone", f"unreadable answer from the tagging worker: {exc}")
+            self._inbox.put(reply)
+            if reply[0] == "gone":
+                self._results_r.close()
+                return
+
+
+# --- child side ----------------------------------------------------------------
+def _serve(
+    tag: TagJob,
+    jobs: Connection,
+    results: Connection,
+    parent_ends: tuple[Connection, Connection],
+) -> None:
+    for end in parent_ends:  # so that our reads end when the parent's end closes
+        end.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    gc.disable()  # short-lived, and Tagger.tag keeps it off anyway
+    while True:
+        try:
+            job = jobs.recv()
+        except (EOFError, OSError):
+            break
+        if job is None:
+            break
+        start = time.perf_counter()
+        try:
+            tags = tag(job)
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            reply: tuple[Any, ...] = ("ok", tags, time.perf_counter() - start, rss)
+        except Exception as exc:
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        try:
+            results.send(reply)
+        except (OSError, ValueError):  # the parent is gone
+            break
+        except Exception as exc:  # tags that do not pickle
+            results.send(("error", f"{type(exc).__name__}: {exc}"))
+    os._exit(0)  # no atexit handlers, flushes or finalizers of the parent's objects
