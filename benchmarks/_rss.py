@@ -1,7 +1,9 @@
-"""Peak resident memory of a process and all its descendants (sampled from /proc).
+"""Peak memory of a process and all its descendants (sampled from /proc).
 
 ``ru_maxrss`` of a waited child is the peak of one process only; an ingest that runs a
-worker process would hide the worker's memory. This sums the tree every few ms.
+worker process would hide the worker's memory. This sums the tree every few ms, as PSS
+(proportional set size: a page shared by a forked worker and its parent counts half in
+each, so the sum is the memory the tree really holds; plain RSS would count it twice).
 """
 
 from __future__ import annotations
@@ -22,28 +24,28 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _rss_kib(pid: int) -> int:
+def _pss_kib(pid: int) -> int:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
                 return int(line.split()[1])
     except OSError:
         pass
     return 0
 
 
-def tree_rss_mib(pid: int) -> float:
-    """Current RSS of ``pid`` and its descendants, in MiB."""
+def tree_pss_mib(pid: int) -> float:
+    """Current PSS of ``pid`` and its descendants, in MiB."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
-        total += _rss_kib(p)
+        total += _pss_kib(p)
         todo += _children(p)
     return total / 1024
 
 
 def run_measured(args: list[str], interval_s: float = 0.02) -> tuple[float, int, float, float]:
-    """Run ``args``; return (seconds, exit status, peak tree RSS MiB, ru_maxrss MiB)."""
+    """Run ``args``; return (seconds, exit status, peak tree PSS MiB, ru_maxrss MiB)."""
     start = time.perf_counter()
     proc = subprocess.Popen(args)
     peak = 0.0
@@ -51,7 +53,7 @@ def run_measured(args: list[str], interval_s: float = 0.02) -> tuple[float, int,
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        peak = max(peak, tree_rss_mib(proc.pid))
+        peak = max(peak, tree_pss_mib(proc.pid))
         time.sleep(interval_s)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)

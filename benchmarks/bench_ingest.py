@@ -30,7 +30,8 @@ CHECK = "; raise SystemExit(1 if s.errors else 0)"
 
 
 def run(code: str) -> tuple[float, float]:
-    """Run python code in a subprocess; return (seconds, peak RSS MiB of all its processes).
+    """Run python code in a subprocess; return (seconds, peak memory MiB: PSS summed over
+    all its processes, or the largest process's RSS if higher).
     An ingest step (``s = ingest(...)``) fails the benchmark when any file reports an error."""
     if "s = ingest(" in code:
         code += CHECK

@@ -39,9 +39,10 @@ def main() -> None:
     )
     elapsed, status, tree, single = run_measured([sys.executable, "-c", code])
     peak = max(tree, single)
-    print(f"ingest: {elapsed:.1f} s, exit {status}, peak RSS {peak:.0f} MiB "
-          f"(all processes of the ingest, sampled; largest single process {single:.0f} MiB; "
-          f"{peak / size:.2f} x file size); goal: <= 1536 MiB for 1 GB")
+    print(f"ingest: {elapsed:.1f} s, exit {status}, peak memory {peak:.0f} MiB "
+          f"(PSS summed over the ingest's processes, sampled, or the largest single process's "
+          f"RSS, {single:.0f} MiB, if higher; {peak / size:.2f} x file size); "
+          "goal: <= 1536 MiB for 1 GB")
     if not args.keep:
         shutil.rmtree(work)
 
