@@ -10,7 +10,6 @@ from typing import Any
 import duckdb
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 # table -> (columns, {column: extractor}) ; extractors default to getattr(record, column)
@@ -150,7 +149,7 @@ class Staging:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._writers: dict[str, pq.ParquetWriter] = {}
+        self._writers: dict[str, Any] = {}  # table -> pyarrow.parquet.ParquetWriter
 
     def append(
         self,
@@ -164,6 +163,8 @@ class Staging:
         arrow = to_arrow(table, rows, extra)
         writer = self._writers.get(table)
         if writer is None:
+            import pyarrow.parquet as pq  # only large files are staged
+
             writer = pq.ParquetWriter(self.dir / f"{table}.parquet", arrow.schema,
                                       compression="lz4")
             self._writers[table] = writer
