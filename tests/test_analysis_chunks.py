@@ -68,6 +68,12 @@ def _reference_contexts(
     return out
 
 
+@pytest.fixture(autouse=True)
+def _fork_whatever_the_test_process_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test process may be larger than the fork limit; these tests want the worker."""
+    monkeypatch.setattr(tag_worker, "MAX_PARENT_RSS_MIB", 1 << 20)
+
+
 def test_columns_are_the_models_fields() -> None:
     """The fast constructor relies on the rows naming every field, in order."""
     assert _MSG_COLS == list(Message.model_fields)
@@ -185,3 +191,10 @@ def test_worker_failure_falls_back_to_tagging_here(
     monkeypatch.setattr(tag_worker, "TagWorker", failing)
     ingest([SAMPLES], db=tmp_path / "failing.duckdb", build_index=False)
     assert _analysis(tmp_path / "failing.duckdb") == _analysis(tmp_path / "serial.duckdb")
+
+
+def test_no_worker_is_forked_from_a_large_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from analytics.analysis.tagging import worker
+
+    monkeypatch.setattr(worker, "MAX_PARENT_RSS_MIB", 1)  # this test process is larger
+    assert not worker.available()

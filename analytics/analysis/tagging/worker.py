@@ -45,12 +45,32 @@ class WorkerGone(Exception):
     """The worker died or failed on a chunk: the parent tags the chunks still out itself."""
 
 
+MAX_PARENT_RSS_MIB = 600
+"""No worker is forked from a larger ingest process: the child keeps the old copy of every
+inherited page the parent rewrites (DuckDB's buffers turn over all the time), so its
+memory can grow to the parent's size at the fork. Huge sessions are tagged in one process
+and memory stays bounded."""
+
+
+def _rss_mib() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def available() -> bool:
-    """A worker can help: Linux (``fork``), two or more cores to run on, not switched off."""
+    """A worker can help: Linux (``fork``), two or more cores to run on, not switched off,
+    and this process small enough to fork (see ``MAX_PARENT_RSS_MIB``)."""
     return (
         os.environ.get(ENV_SWITCH, "1") != "0"
         and sys.platform.startswith("linux")
         and len(os.sched_getaffinity(0)) >= 2
+        and _rss_mib() <= MAX_PARENT_RSS_MIB
     )
 
 
