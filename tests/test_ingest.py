@@ -290,3 +290,21 @@ def test_watch_ingests_again_only_when_a_file_changed(tmp_path: Path) -> None:
     clean = tmp_path / "clean.duckdb"
     ingest([src], db=clean)
     assert _counts(clean) == _counts(tmp_path / "t.duckdb")
+
+
+def test_an_unchanged_file_is_skipped_without_loading_pandas_or_pyarrow(tmp_path: Path) -> None:
+    """A no-op re-ingest is mostly interpreter start-up: keep the heavy imports off its path."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(5)])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    code = (
+        "import sys; from analytics.ingest import ingest; "
+        f"s = ingest([r'{src}'], db=r'{db}'); "
+        "print(s.totals()['unchanged'], 'pandas' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "False", "False"]
