@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,7 +164,9 @@ class _FileLoader:
         self.con = con
         self.path = path
         self.staging = staging
-        self._append = staging.append if staging is not None else _direct_append
+        self._put: Callable[..., int] = (
+            staging.append if staging is not None else partial(_direct_append, con)
+        )
         self.redactor = redactor
         self.taken = taken_sessions
         self.remap: dict[str, str] = {}
@@ -242,12 +245,12 @@ class _FileLoader:
         return new
 
     def flush(self) -> None:
-        con, put = self.con, self._append
-        put(con, "messages", self.messages)
-        put(con, "tool_calls", self.calls)
-        put(con, "raw_records", self.raws, extra={"path": self.path})
-        put(con, "quarantine", self.quarantined, extra={"path": self.path})
-        put(con, "redactions", self.redactions)
+        put = self._put
+        put("messages", self.messages)
+        put("tool_calls", self.calls)
+        put("raw_records", self.raws, extra={"path": self.path})
+        put("quarantine", self.quarantined, extra={"path": self.path})
+        put("redactions", self.redactions)
         self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
 
     def finish(self) -> list[tuple[str, int]]:
@@ -336,6 +339,16 @@ def _previous(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, Any] | Non
     return dict(zip([d[0] for d in cur.description], row, strict=True))
 
 
+@dataclass
+class Warm:
+    """What an ingest loads on first use (the redactor; the analyser with spaCy and the
+    compiled patterns). Given to the next ``ingest`` call, it is not loaded again:
+    `transcripts ingest --watch` pays for it once."""
+
+    redactor: Any | None = None
+    analyser: Any | None = None
+
+
 class Ingestor:
     """Ingests units one by one into an open writable connection."""
 
@@ -348,6 +361,7 @@ class Ingestor:
         analyse: bool = True,
         reanalyse: bool = False,
         staging_dir: Path | None = None,
+        loaded: Warm | None = None,
     ) -> None:
         self.con = con
         self.reanalyse = reanalyse
@@ -356,25 +370,28 @@ class Ingestor:
         self._redact = redact
         self._analyse = analyse
         self._rules = rules
-        self._redactor: Any | None = None
-        self._analyser: Any | None = None
+        self.loaded = loaded or Warm()
+        if self.loaded.analyser is not None:
+            # Per-session tooling state is re-read from the database: another process may
+            # have ingested the session since the analyser last saw it.
+            self.loaded.analyser.forget_sessions()
 
     # Built on first use: a run where every file is unchanged never loads spaCy.
     @property
     def redactor(self) -> Any | None:
-        if self._redact and self._redactor is None:
+        if self._redact and self.loaded.redactor is None:
             from analytics.redact import Redactor
 
-            self._redactor = Redactor()
-        return self._redactor
+            self.loaded.redactor = Redactor()
+        return self.loaded.redactor if self._redact else None
 
     @property
     def analyser(self) -> Any | None:
-        if self._analyse and self._analyser is None:
+        if self._analyse and self.loaded.analyser is None:
             from analytics.analysis.run import Analyser
 
-            self._analyser = Analyser(rules=self._rules)
-        return self._analyser
+            self.loaded.analyser = Analyser(rules=self._rules)
+        return self.loaded.analyser if self._analyse else None
 
     def ingest_unit(self, path: Path, fmt: str) -> FileResult:
         from analytics.sources.detect import get_module
@@ -565,27 +582,6 @@ class Ingestor:
         )
 
 
-@dataclass
-class Warm:
-    """What an ingest loads once (the redactor; the analyser with spaCy and compiled
-    patterns), kept for the next call: `transcripts ingest --watch` pays it once."""
-
-    redactor: Any | None = None
-    analyser: Any | None = None
-
-    def lend(self, ingestor: Ingestor) -> None:
-        """Give ``ingestor`` what was loaded before; keep what it loads."""
-        if self.analyser is not None:
-            # Per-session tooling state is re-read from the database: another process
-            # may have ingested the session since.
-            self.analyser.forget_sessions()
-        ingestor._redactor, ingestor._analyser = self.redactor, self.analyser
-
-    def keep(self, ingestor: Ingestor) -> None:
-        self.redactor = ingestor._redactor or self.redactor
-        self.analyser = ingestor._analyser or self.analyser
-
-
 def watch(
     paths: list[Path],
     interval_s: float,
@@ -694,14 +690,11 @@ def ingest(
     con = connect(db_path, read_only=False, wait_s=wait_s)
     opened = time.monotonic()
     summary = IngestSummary(db=db_path)
-    ingestor: Ingestor | None = None
     try:
         ingestor = Ingestor(
             con, fmt, redact, Path(rules) if rules else None, analyse, reanalyse,
-            staging_dir=_staging_dir(db_path),
+            staging_dir=_staging_dir(db_path), loaded=warm,
         )
-        if warm is not None:
-            warm.lend(ingestor)
         for unit, chosen, error in iter_units([Path(p) for p in paths], fmt):
             if error or chosen is None:
                 summary.files.append(FileResult(str(unit), None, "error", error=error))
@@ -742,6 +735,4 @@ def ingest(
     finally:
         con.close()
         report_timings()
-        if warm is not None and ingestor is not None:
-            warm.keep(ingestor)
     return summary

@@ -308,3 +308,18 @@ def test_an_unchanged_file_is_skipped_without_loading_pandas_or_pyarrow(tmp_path
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "False", "False"]
+
+
+def test_a_warm_ingest_reuses_what_the_last_one_loaded(tmp_path: Path) -> None:
+    from analytics.ingest import Warm
+
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(8)]
+    _write(src, lines[:4])
+    warm = Warm()
+    ingest([src], db=tmp_path / "t.duckdb", warm=warm)
+    loaded = (warm.analyser, warm.redactor)
+    assert None not in loaded
+    _write(src, lines)
+    ingest([src], db=tmp_path / "t.duckdb", warm=warm)
+    assert (warm.analyser, warm.redactor) == loaded

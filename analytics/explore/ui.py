@@ -263,3 +263,15 @@ def linked_table(df: pd.DataFrame, what: str, key: str, columns: list[str]) -> N
         column_order=["open", *columns],
         column_config={"open": link_column()},
     )
+
+
+def session_labels(empty_message: str | None = None) -> dict[str, str]:
+    """session_id -> its label for pickers, in the order of ``sessions.session_ids``;
+    with ``empty_message``, a database without sessions shows it and stops the page."""
+    from analytics.explore.sessions import session_ids
+
+    ids = query(session_ids)
+    if ids.empty and empty_message is not None:
+        st.info(empty_message)
+        st.stop()
+    return dict(zip(ids["session_id"], ids["label"], strict=True))

@@ -127,15 +127,19 @@ def append(
     """Append records to ``table`` in one Arrow scan. ``extra`` sets constant columns."""
     if not rows:
         return 0
-    arrow = to_arrow(table, rows, extra)
-    cols = ", ".join(TABLE_COLUMNS[table])
     name = f"_append_{table}"
-    con.register(name, arrow)
+    con.register(name, to_arrow(table, rows, extra))
     try:
-        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}")
+        _insert_from(con, table, name)
     finally:
         con.unregister(name)
     return len(rows)
+
+
+def _insert_from(con: duckdb.DuckDBPyConnection, table: str, source: str) -> None:
+    """Insert the table's columns from ``source`` (a relation with those columns)."""
+    cols = ", ".join(TABLE_COLUMNS[table])
+    con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {source}")
 
 
 class Staging:
@@ -153,11 +157,11 @@ class Staging:
 
     def append(
         self,
-        con: duckdb.DuckDBPyConnection,
         table: str,
         rows: Sequence[BaseModel] | Sequence[Any],
         extra: dict[str, Any] | None = None,
     ) -> int:
+        """Stage records for ``table`` (as :func:`append` would store them)."""
         if not rows:
             return 0
         arrow = to_arrow(table, rows, extra)
@@ -175,9 +179,8 @@ class Staging:
         """Insert every staged table; the files are removed by :meth:`close`."""
         for table, writer in self._writers.items():
             writer.close()
-            cols = ", ".join(TABLE_COLUMNS[table])
             path = str(self.dir / f"{table}.parquet").replace("'", "''")
-            con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM read_parquet('{path}')")
+            _insert_from(con, table, f"read_parquet('{path}')")
         self._writers = {}
 
     def close(self) -> None:

@@ -10,15 +10,10 @@ from analytics.explore.annotate import (
     labels_from_choice,
     message_for_labelling,
 )
-from analytics.explore.sessions import session_ids
 
 st.title("Annotate")
 
-ids = ui.query(session_ids)
-if ids.empty:
-    st.info("No sessions to annotate yet.")
-    st.stop()
-labels = dict(zip(ids["session_id"], ids["label"], strict=True))
+labels = ui.session_labels("No sessions to annotate yet.")
 ui.follow_param("session", "annotate-session")
 if st.session_state.get("annotate-session") not in labels:
     st.session_state["annotate-session"] = next(iter(labels))

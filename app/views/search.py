@@ -5,14 +5,10 @@ import streamlit as st
 from analytics.explore import ui
 from analytics.explore.links import with_session_links
 from analytics.explore.search import search_messages
-from analytics.explore.sessions import session_ids
 
 st.title("Search")
 
-ids = ui.query(session_ids)
-labels: dict[str, str] = {"": "All sessions"} | dict(
-    zip(ids["session_id"], ids["label"], strict=True)
-)
+labels: dict[str, str] = {"": "All sessions"} | ui.session_labels()
 ui.follow_param("q", "search-q")
 c1, c2, c3 = st.columns([4, 2, 1])
 q = c1.text_input(

@@ -3,7 +3,6 @@
 import streamlit as st
 
 from analytics.explore import ui
-from analytics.explore.sessions import session_ids
 from analytics.explore.stream import (
     count_matching,
     message_window,
@@ -18,11 +17,7 @@ OUTPUT_CHARS = 20000
 
 st.title("Session")
 
-ids = ui.query(session_ids)
-if ids.empty:
-    st.info("No sessions yet. Ingest transcripts with `transcripts ingest PATH`.")
-    st.stop()
-labels = dict(zip(ids["session_id"], ids["label"], strict=True))
+labels = ui.session_labels("No sessions yet. Ingest transcripts with `transcripts ingest PATH`.")
 if ui.follow_param("session", "session-pick") and ui.query_param("session") not in labels:
     st.warning(f"No session {ui.md_escape(ui.query_param('session'))}; pick one below.")
     st.session_state.pop("session-pick", None)

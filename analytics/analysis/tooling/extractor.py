@@ -9,7 +9,7 @@ scanned: only tool calls (``ctx.calls``) and tool outputs (``ctx.results``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from analytics.errors import AnalyticsError
 from analytics.models import Launch, Measurement, MessageContext, ServerEvent, ToolCall
@@ -163,34 +163,31 @@ class ToolingExtractor:
             )
 
 
-_MEASUREMENT_FIELDS = frozenset(Measurement.model_fields)
-_SERVER_EVENT_FIELDS = frozenset(ServerEvent.model_fields)
 _new = object.__new__
 _set = object.__setattr__
+M = TypeVar("M", Measurement, ServerEvent)
+
+
+def _trusted(cls: type[M], **fields: object) -> M:
+    """A record of ``cls`` from values already of the declared types, without re-validation:
+    equal to ``cls(**fields)`` in every way (``__dict__``, fields set, no extras or private
+    attributes) — what ``model_construct`` does, without its per-call overhead. For the
+    records an output can hold thousands of (numbers, log events)."""
+    record = _new(cls)
+    _set(record, "__dict__", fields)
+    _set(record, "__pydantic_fields_set__", set(fields))
+    _set(record, "__pydantic_extra__", None)
+    _set(record, "__pydantic_private__", None)
+    return record
 
 
 def _server_event(
     session_id: str, msg_idx: int, engine: str, event: str, detail: str | None, log_ts: str | None
 ) -> ServerEvent:
-    """A ``ServerEvent`` without re-validation, as ``_measurement`` (the log scanner yields
-    values of the declared types, and an output can hold many events)."""
-    e = _new(ServerEvent)
-    _set(
-        e,
-        "__dict__",
-        {
-            "session_id": session_id,
-            "msg_idx": msg_idx,
-            "engine": engine,
-            "event": event,
-            "detail": detail,
-            "log_ts": log_ts,
-        },
+    return _trusted(
+        ServerEvent, session_id=session_id, msg_idx=msg_idx, engine=engine, event=event,
+        detail=detail, log_ts=log_ts,
     )
-    _set(e, "__pydantic_fields_set__", set(_SERVER_EVENT_FIELDS))
-    _set(e, "__pydantic_extra__", None)
-    _set(e, "__pydantic_private__", None)
-    return e
 
 
 def _measurement(
@@ -202,27 +199,8 @@ def _measurement(
     label: str | None,
     source: str,
 ) -> Measurement:
-    """A ``Measurement`` without re-validation: every caller passes values of the declared types
-    (``value`` is always a ``float()``), and an output can hold thousands of numbers.
-
-    Equal to ``Measurement(**fields)`` in every way (``__dict__``, fields set, no extras or
-    private attributes): what ``model_construct`` does, without its per-call overhead.
-    """
-    m = _new(Measurement)
-    _set(
-        m,
-        "__dict__",
-        {
-            "session_id": session_id,
-            "msg_idx": msg_idx,
-            "metric": metric,
-            "value": value,
-            "unit": unit,
-            "label": label,
-            "source": source,
-        },
+    """``value`` is always a ``float()`` at every call site."""
+    return _trusted(
+        Measurement, session_id=session_id, msg_idx=msg_idx, metric=metric, value=value,
+        unit=unit, label=label, source=source,
     )
-    _set(m, "__pydantic_fields_set__", set(_MEASUREMENT_FIELDS))
-    _set(m, "__pydantic_extra__", None)
-    _set(m, "__pydantic_private__", None)
-    return m
