@@ -186,100 +186,16 @@ class Analyser:
     ) -> int:
         """Analyse messages ``msg_idx >= start_idx`` plus ``extra_idx`` (older messages whose
         tool calls just completed), replacing any analysis rows they had."""
-        self._restore_tooling(con, session_id)
-        extra = sorted({i for i in extra_idx if i < start_idx})
-        if extra:
-            self._delete(con, session_id, extra)
-        # The messages just before the first changed one are tagged again as context.
-        first = min([start_idx, *extra])
-        margin_lo = max(0, first - TAG_MARGIN)
-        with _no_cyclic_gc():
-            with timed("load contexts"):
-                before_rows = (
-                    load_rows(con, session_id, margin_lo, start_idx - 1) if first else _NO_ROWS
-                )
-                before = contexts_from_rows(*before_rows)
-                known = {
-                    (int(i), str(t))
-                    for i, t in con.execute(
-                        "SELECT msg_idx, tag FROM tags WHERE session_id = ? AND msg_idx >= ?",
-                        [session_id, margin_lo],
-                    ).fetchall()
-                }
-            if extra:
-                redo = [c for c in before if c.message.msg_idx in set(extra)]
-                outputs = self.analyse(redo, before, known)
-                self._write(con, outputs)
-                known |= {(t.msg_idx, t.tag) for t in outputs.tags}
+        run = MessageRun(self, con, session_id, start_idx, extra_idx)
         hi = con.execute(
             "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [session_id]
         ).fetchone()
-        last = hi[0] if hi and hi[0] is not None else -1
-        n = self._run_chunks(con, session_id, start_idx, last, (before_rows, before), known)
-        self._save_tooling(con, session_id)
-        return n
-
-    def _run_chunks(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        session_id: str,
-        lo: int,
-        last: int,
-        before: tuple[Rows, list[MessageContext]],
-        known: set[tuple[int, str]],
-    ) -> int:
-        """Analyse messages ``lo..last`` chunk by chunk, each tagged with the ``TAG_MARGIN``
-        messages before it. With more than one chunk, a worker process tags while this one
-        loads the next chunk, runs the other analysers and writes; outputs are written chunk
-        by chunk, in order, exactly as without the worker."""
-        from analytics.analysis.tagging import worker as tag_worker
-
-        worker: TagWorker | None = None
-        if last - lo + 1 > CHUNK and tag_worker.available():
-            self.tagger.warm_up()  # once, here, rather than in each process
-            worker = tag_worker.TagWorker(self._tag_rows)
-        before_rows, before_contexts = before
-        pending: deque[_Chunk] = deque()
-        n = 0
         try:
-            while lo <= last:
-                with _no_cyclic_gc():
-                    with timed("load contexts"):
-                        rows = load_rows(con, session_id, lo, lo + CHUNK - 1)
-                        contexts = contexts_from_rows(*rows)
-                    chunk = _Chunk(
-                        contexts,
-                        before_contexts[-TAG_MARGIN:],
-                        mine={c.message.msg_idx for c in contexts},
-                        tail=(
-                            contexts[-TAG_MARGIN].message.msg_idx
-                            if len(contexts) >= TAG_MARGIN else lo
-                        ),
-                    )
-                    if not contexts:
-                        chunk.tags = []
-                    elif worker is not None and not worker.gone and worker.outstanding < 2:
-                        worker.submit((tail_rows(before_rows, TAG_MARGIN), rows))
-                    else:  # no worker, or it has enough to do: tag this chunk here
-                        with timed("tagging"):
-                            chunk.tags = tag_in_context(self.tagger, contexts, chunk.before)
-                    chunk.outputs = self._analyse_calls(contexts)
-                    if chunk.tags is not None:
-                        chunk.contexts, chunk.before = [], []
-                    pending.append(chunk)
-                    known = self._write_done(con, pending, worker, known, block=False)
-                before_rows, before_contexts = rows, contexts
-                n += len(contexts)
-                lo += CHUNK
-            with _no_cyclic_gc():
-                self._write_done(con, pending, worker, known, block=True)
-        finally:
-            if worker is not None:
-                worker.close()
-                stage = "tagging (in the worker process)"
-                TIMINGS[stage] += worker.seconds
-                PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), worker.peak_rss_mib)
-        return n
+            run.feed(hi[0] if hi and hi[0] is not None else -1, final=True)
+        except BaseException:
+            run.stop_worker()
+            raise
+        return run.close()
 
     def _tag_rows(self, job: tuple[Rows, Rows]) -> list[Tag]:
         """What the worker process runs: ``tag_in_context`` from the rows of the margin
@@ -288,46 +204,6 @@ class Analyser:
         return tag_in_context(
             self.tagger, contexts_from_rows(*rows), contexts_from_rows(*before_rows)
         )
-
-    def _write_done(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        pending: deque[_Chunk],
-        worker: TagWorker | None,
-        known: set[tuple[int, str]],
-        block: bool,
-    ) -> set[tuple[int, str]]:
-        """Write the leading chunks of ``pending`` whose tags are in (all of them if
-        ``block``); returns ``known`` (tags stored in the last ``TAG_MARGIN`` messages)."""
-        from analytics.analysis.tagging.worker import WorkerGone
-
-        while pending:
-            head = pending[0]
-            if head.tags is None:
-                assert worker is not None  # only chunks handed to the worker wait for tags
-                try:
-                    with timed("tagging (waiting for the worker)"):
-                        tags = worker.take(block)
-                except WorkerGone:
-                    for chunk in pending:  # the worker's chunks, tagged here instead
-                        if chunk.tags is None:
-                            with timed("tagging"):
-                                chunk.tags = tag_in_context(
-                                    self.tagger, chunk.contexts, chunk.before
-                                )
-                    continue
-                if tags is None:
-                    break
-                head.tags, head.contexts, head.before = tags, [], []  # answers come in order
-                continue
-            pending.popleft()
-            head.outputs.tags = new_tags(head.tags, head.mine, known)
-            with timed("write analysis"):
-                self._write(con, head.outputs)
-            known = {k for k in known if k[0] >= head.tail} | {
-                (t.msg_idx, t.tag) for t in head.outputs.tags if t.msg_idx >= head.tail
-            }
-        return known
 
     def _restore_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
         from analytics.analysis.tooling import ToolingExtractor
@@ -417,6 +293,156 @@ class Analyser:
         ]
         con.execute("DELETE FROM launches WHERE session_id = ?", [session_id])
         append(con, "launches", diff_launches(launches))
+
+
+class MessageRun:
+    """The message-level analysis of one session from ``start_idx`` on, chunk by chunk.
+
+    :meth:`feed` analyses the messages stored so far (up to a ``msg_idx``) and returns
+    without waiting for the tagging worker, so an ingest can hand over the chunks of a long
+    file while it goes on parsing the rest; :meth:`close` waits for the last tags and
+    writes them. Outputs are written chunk by chunk, in order, exactly as in one pass.
+    """
+
+    WORKER_BACKLOG = 2
+    """Chunks the worker may hold before this process tags the next ones itself."""
+    STREAM_BACKLOG = 4
+    """The same while the ingest is still parsing (this process has better things to do)."""
+
+    def __init__(
+        self,
+        analyser: Analyser,
+        con: duckdb.DuckDBPyConnection,
+        session_id: str,
+        start_idx: int,
+        extra_idx: Iterable[int] = (),
+    ) -> None:
+        self.analyser, self.con, self.session_id = analyser, con, session_id
+        self.next_lo = start_idx
+        """The first message not handed to a chunk yet."""
+        self.n = 0
+        self.worker: TagWorker | None = None
+        self.pending: deque[_Chunk] = deque()
+        analyser._restore_tooling(con, session_id)
+        extra = sorted({i for i in extra_idx if i < start_idx})
+        if extra:
+            analyser._delete(con, session_id, extra)
+        # The messages just before the first changed one are tagged again as context.
+        first = min([start_idx, *extra])
+        margin_lo = max(0, first - TAG_MARGIN)
+        with _no_cyclic_gc():
+            with timed("load contexts"):
+                self.before_rows = (
+                    load_rows(con, session_id, margin_lo, start_idx - 1) if first else _NO_ROWS
+                )
+                self.before = contexts_from_rows(*self.before_rows)
+                self.known = {
+                    (int(i), str(t))
+                    for i, t in con.execute(
+                        "SELECT msg_idx, tag FROM tags WHERE session_id = ? AND msg_idx >= ?",
+                        [session_id, margin_lo],
+                    ).fetchall()
+                }
+            if extra:
+                redo = [c for c in self.before if c.message.msg_idx in set(extra)]
+                outputs = analyser.analyse(redo, self.before, self.known)
+                analyser._write(con, outputs)
+                self.known |= {(t.msg_idx, t.tag) for t in outputs.tags}
+
+    def feed(self, upto: int, final: bool = False) -> None:
+        """Analyse the messages up to ``msg_idx`` ``upto``: whole chunks only unless
+        ``final`` (then the last, shorter one too)."""
+        from analytics.analysis.tagging import worker as tag_worker
+
+        lo, analyser = self.next_lo, self.analyser
+        if self.worker is None and upto - lo + 1 > CHUNK and tag_worker.available():
+            analyser.tagger.warm_up()  # once, here, rather than in each process
+            self.worker = tag_worker.TagWorker(analyser._tag_rows)
+        backlog = self.WORKER_BACKLOG if final else self.STREAM_BACKLOG
+        worker = self.worker
+        while lo <= upto and (final or lo + CHUNK - 1 <= upto):
+            hi = min(lo + CHUNK - 1, upto)
+            with _no_cyclic_gc():
+                with timed("load contexts"):
+                    rows = load_rows(self.con, self.session_id, lo, hi)
+                    contexts = contexts_from_rows(*rows)
+                chunk = _Chunk(
+                    contexts,
+                    self.before[-TAG_MARGIN:],
+                    mine={c.message.msg_idx for c in contexts},
+                    tail=(
+                        contexts[-TAG_MARGIN].message.msg_idx
+                        if len(contexts) >= TAG_MARGIN else lo
+                    ),
+                )
+                if not contexts:
+                    chunk.tags = []
+                elif worker is not None and not worker.gone and worker.outstanding < backlog:
+                    worker.submit((tail_rows(self.before_rows, TAG_MARGIN), rows))
+                else:  # no worker, or it has enough to do: tag this chunk here
+                    with timed("tagging"):
+                        chunk.tags = tag_in_context(analyser.tagger, contexts, chunk.before)
+                chunk.outputs = analyser._analyse_calls(contexts)
+                if chunk.tags is not None:
+                    chunk.contexts, chunk.before = [], []
+                self.pending.append(chunk)
+                self._write_done(block=False)
+            self.before_rows, self.before = rows, contexts
+            self.n += len(contexts)
+            lo = hi + 1
+        self.next_lo = lo
+
+    def close(self) -> int:
+        """Wait for the worker's last tags, write everything, save the tooling state;
+        returns the number of messages analysed."""
+        try:
+            with _no_cyclic_gc():
+                self._write_done(block=True)
+        finally:
+            self.stop_worker()
+        self.analyser._save_tooling(self.con, self.session_id)
+        return self.n
+
+    def stop_worker(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.close()
+            stage = "tagging (in the worker process)"
+            TIMINGS[stage] += worker.seconds
+            PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), worker.peak_rss_mib)
+
+    def _write_done(self, block: bool) -> None:
+        """Write the leading chunks of ``pending`` whose tags are in (all of them if
+        ``block``); keeps ``known`` (tags stored in the last ``TAG_MARGIN`` messages)."""
+        from analytics.analysis.tagging.worker import WorkerGone
+
+        pending, worker = self.pending, self.worker
+        while pending:
+            head = pending[0]
+            if head.tags is None:
+                assert worker is not None  # only chunks handed to the worker wait for tags
+                try:
+                    with timed("tagging (waiting for the worker)"):
+                        tags = worker.take(block)
+                except WorkerGone:
+                    for chunk in pending:  # the worker's chunks, tagged here instead
+                        if chunk.tags is None:
+                            with timed("tagging"):
+                                chunk.tags = tag_in_context(
+                                    self.analyser.tagger, chunk.contexts, chunk.before
+                                )
+                    continue
+                if tags is None:
+                    break
+                head.tags, head.contexts, head.before = tags, [], []  # answers come in order
+                continue
+            pending.popleft()
+            head.outputs.tags = new_tags(head.tags, head.mine, self.known)
+            with timed("write analysis"):
+                self.analyser._write(self.con, head.outputs)
+            self.known = {k for k in self.known if k[0] >= head.tail} | {
+                (t.msg_idx, t.tag) for t in head.outputs.tags if t.msg_idx >= head.tail
+            }
 
 
 def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
