@@ -43,6 +43,9 @@ if TYPE_CHECKING:  # the writer (pyarrow) is imported when a file is loaded, not
 FLUSH_EVERY = 20_000
 STAGE_ABOVE = 64 * 2**20
 """Files with more new bytes than this are staged through Parquet (bounded memory)."""
+STREAM_LAG = 1000
+"""Messages at the end of what is stored that the analysis stream leaves for later: their
+tool calls may still be on their way (a call is stored when its result arrives)."""
 RELEASE_LOCK_EVERY_S = 1.0
 SESSION_TABLES = (
     "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
@@ -179,6 +182,10 @@ class _FileLoader:
         self.orphans: list[ToolResult] = []
         self.n_messages = 0
         self.first_idx: dict[str, int] = {}
+        self.last_idx: dict[str, int] = {}
+        """The latest message of each session (stored by the next flush)."""
+        self.stream: _AnalysisStream | None = None
+        """Analysis that runs while the file is parsed (see :class:`_AnalysisStream`)."""
 
     def _sid(self, sid: str | None) -> str | None:
         if sid is None:
@@ -199,6 +206,9 @@ class _FileLoader:
             if self.redactor is not None:
                 item.text = self._redact(item.session_id, item.msg_idx, "text", item.text)
             self.first_idx.setdefault(item.session_id, item.msg_idx)
+            self.last_idx[item.session_id] = item.msg_idx
+            if self.stream is not None:
+                self.stream.check(item.session_id, item.msg_idx)
             self.messages.append(item)
             self.n_messages += 1
         elif isinstance(item, ToolCall):
@@ -209,6 +219,9 @@ class _FileLoader:
                     val = getattr(item, fld)
                     if val:
                         setattr(item, fld, self._redact(item.session_id, item.msg_idx, fld, val))
+            if self.stream is not None:
+                at = item.msg_idx if item.result_msg_idx is None else item.result_msg_idx
+                self.stream.check(item.session_id, min(item.msg_idx, at))
             self.calls.append(item)
         elif isinstance(item, Session):
             item.source_path = self.path
@@ -252,6 +265,8 @@ class _FileLoader:
         put("quarantine", self.quarantined, extra={"path": self.path})
         put("redactions", self.redactions)
         self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
+        if self.stream is not None:
+            self.stream.stored(self.first_idx, self.last_idx)
 
     def finish(self) -> list[tuple[str, int]]:
         """Flush, store sessions and apply orphan results; return (session, msg_idx) of calls
@@ -305,6 +320,76 @@ class _Redaction:
 # ---------------------------------------------------------------------------
 # The pipeline
 # ---------------------------------------------------------------------------
+
+
+class _AnalysisStream:
+    """Message-level analysis of a long file's main session while the file is still parsed.
+
+    After each flush the messages stored so far, but for the last ``STREAM_LAG`` (their tool
+    calls may not have come back yet), are fed to a :class:`~analytics.analysis.run.MessageRun`:
+    its worker process tags them on the second core while this one parses on. The result is
+    kept only if nothing it read changed later, i.e. no message or tool call of the session
+    arrived below the point already analysed (a result that came back much later, a call
+    completed by an orphan result); otherwise the session is analysed again from scratch,
+    after the parse, exactly as without the stream.
+    """
+
+    def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection) -> None:
+        self.analyser, self.con = analyser, con
+        self.run: Any | None = None  # a MessageRun once a session is long enough
+        self.session_id: str | None = None
+        self.late = False
+
+    def check(self, session_id: str, msg_idx: int) -> None:
+        """A message or call of ``msg_idx`` arrives: too late if that part is analysed."""
+        if self.run is not None and session_id == self.session_id and msg_idx < self.run.next_lo:
+            self.late = True
+
+    def stored(self, first_idx: dict[str, int], last_idx: dict[str, int]) -> None:
+        """Everything added so far is stored: feed what is safe to analyse."""
+        from analytics.analysis.run import CHUNK, MessageRun
+
+        if self.late:
+            return
+        if self.run is None:
+            sid = max(last_idx, key=lambda s: last_idx[s] - first_idx[s], default=None)
+            if sid is None or last_idx[sid] - STREAM_LAG - first_idx[sid] + 1 < 2 * CHUNK:
+                return  # short sessions are analysed after the parse
+            self.session_id = sid
+            self.run = MessageRun(self.analyser, self.con, sid, first_idx[sid])
+        assert self.session_id is not None
+        self.run.feed(last_idx[self.session_id] - STREAM_LAG)
+
+    def finish(self, start: int, extra: list[int]) -> None:
+        """After the parse: analyse the rest of the session, or all of it again if
+        something arrived late; ``extra`` are messages whose calls the load completed."""
+        run = self.run
+        assert run is not None
+        if self.late or any(i < run.next_lo for i in extra):
+            run.stop_worker()
+            from analytics.analysis.run import MESSAGE_TABLES
+
+            for table in MESSAGE_TABLES:
+                self.con.execute(
+                    f"DELETE FROM {table} WHERE session_id = ? AND msg_idx >= ?",
+                    [self.session_id, start],
+                )
+            self.analyser.forget_sessions()
+            self.analyser.run_messages(self.con, self.session_id, start, extra)
+            return
+        hi = self.con.execute(
+            "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [self.session_id]
+        ).fetchone()
+        try:
+            run.feed(hi[0] if hi and hi[0] is not None else -1, final=True)
+        except BaseException:
+            run.stop_worker()
+            raise
+        run.close()
+
+    def abort(self) -> None:
+        if self.run is not None:
+            self.run.stop_worker()
 
 
 def _delete_path(con: duckdb.DuckDBPyConnection, path: str) -> None:
@@ -482,6 +567,21 @@ class Ingestor:
             next_msg_idx={r[0]: r[1] for r in rows}, state=state,
         )
 
+    def _analyse_loaded(self, loader: _FileLoader, touched: list[tuple[str, int]]) -> None:
+        """Message- and session-level analysis of what a load stored (and of the earlier
+        messages whose calls it completed)."""
+        assert self.analyser is not None
+        sessions = set(loader.first_idx) | {s for s, _ in touched} | set(loader.sessions)
+        for sid in sorted(sessions):
+            start = loader.first_idx.get(sid, 1 << 30)
+            extra = [i for s, i in touched if s == sid]
+            stream = loader.stream
+            if stream is not None and stream.session_id == sid:
+                stream.finish(start, extra)
+            else:
+                self.analyser.run_messages(self.con, sid, start, extra)
+            self.analyser.run_session(self.con, sid, min([start, *extra]))
+
     def _load(
         self,
         path: Path,
@@ -522,6 +622,9 @@ class Ingestor:
 
             staging = Staging(self.staging_dir)
         loader = _FileLoader(con, key, self.redactor, taken, staging)
+        if self.analyser is not None and staging is None and resume is None:
+            # Rows are in the database as they are parsed: analyse while parsing.
+            loader.stream = _AnalysisStream(self.analyser, con)
         ledger = Ledger()
         # The parse allocates many short-lived records without reference cycles; the cyclic
         # collector would only walk them again and again (~30% of parse time).
@@ -532,6 +635,10 @@ class Ingestor:
                 for item in module.parse(path, ledger, resume):
                     loader.add(item)
                 touched = loader.finish()
+        except BaseException:
+            if loader.stream is not None:
+                loader.stream.abort()
+            raise
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -543,12 +650,11 @@ class Ingestor:
             for sid in sorted(loader.first_idx):
                 add_documents(con, sid, loader.first_idx[sid])
         if self.analyser is not None:
-            sessions = set(loader.first_idx) | {s for s, _ in touched} | set(loader.sessions)
-            for sid in sorted(sessions):
-                start = loader.first_idx.get(sid, 1 << 30)
-                extra = [i for s, i in touched if s == sid]
-                self.analyser.run_messages(con, sid, start, extra)
-                self.analyser.run_session(con, sid, min([start, *extra]))
+            try:
+                self._analyse_loaded(loader, touched)
+            finally:
+                if loader.stream is not None:
+                    loader.stream.abort()  # (a no-op once it finished)
         else:
             from analytics.analysis.run import refresh_session_stats
 

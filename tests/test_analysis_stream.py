@@ -1,0 +1,144 @@
+"""Analysis while parsing (``ingest._AnalysisStream``): a long file's session is analysed
+chunk by chunk as its rows are stored, and the database ends exactly as with one pass after
+the parse, also when a tool result comes back after its message was analysed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from analytics import ingest as ingest_module
+from analytics.analysis import run
+from analytics.analysis.tagging import worker as tag_worker
+from analytics.ingest import ingest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "data" / "samples"
+TABLES = (
+    "tags", "polling_loops", "launches", "server_events", "measurements", "campaigns",
+    "levers", "readiness_claims",
+)
+NEVER = 1 << 30
+
+
+def _analysis(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def streams(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Small flushes and chunks, so that sample-sized sessions are streamed; records how
+    each stream ended."""
+    monkeypatch.setattr(tag_worker, "MAX_PARENT_RSS_MIB", 1 << 20)
+    monkeypatch.setattr(ingest_module, "FLUSH_EVERY", 60)
+    monkeypatch.setattr(run, "CHUNK", 20)
+    seen: list[dict[str, Any]] = []
+    real = ingest_module._AnalysisStream.finish
+
+    def finish(self: Any, start: int, extra: list[int]) -> None:
+        seen.append({"session": self.session_id, "late": self.late, "upto": self.run.next_lo})
+        real(self, start, extra)
+
+    monkeypatch.setattr(ingest_module._AnalysisStream, "finish", finish)
+    return seen
+
+
+def _reference(tmp_path: Path, paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    with monkeypatch.context() as m:
+        m.setattr(ingest_module, "STREAM_LAG", NEVER)  # never streams
+        db = tmp_path / "reference.duckdb"
+        assert not ingest(paths, db=db, build_index=False).errors
+    return db
+
+
+@pytest.mark.parametrize("worker_on", ["1", "0"])
+@pytest.mark.parametrize("lag", [0, 7, 40])
+def test_streamed_analysis_stores_what_one_pass_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
+    lag: int, worker_on: str,
+) -> None:
+    reference = _analysis(_reference(tmp_path, [SAMPLES], monkeypatch))
+    monkeypatch.setenv(tag_worker.ENV_SWITCH, worker_on)
+    monkeypatch.setattr(ingest_module, "STREAM_LAG", lag)
+    db = tmp_path / "streamed.duckdb"
+    assert not ingest([SAMPLES], db=db, build_index=False).errors
+    assert len(streams) >= 3  # most sample sessions were streamed
+    assert any(s["upto"] > 0 for s in streams)
+    assert _analysis(db) == reference
+
+
+def _late_result_session(path: Path, n: int) -> None:
+    """A Claude Code session whose first tool call's result comes back after ``n`` messages
+    (a long-running job), among plain turns with calls answered at once."""
+    def line(i: int, kind: str, content: Any, **extra: Any) -> str:
+        rec = {
+            "type": kind, "uuid": f"u{i}", "parentUuid": f"u{i - 1}" if i else None,
+            "sessionId": "late-result", "timestamp": f"2026-05-14T12:{i // 60 % 60:02d}:{i % 60:02d}Z",
+            "message": {"role": kind, "content": content}, **extra,
+        }
+        return json.dumps(rec)
+
+    out = [line(0, "assistant", [
+        {"type": "text", "text": "Starting the server in the foreground; it takes a while."},
+        {"type": "tool_use", "id": "slow", "name": "Bash", "input": {
+            "command": "python -m sglang.launch_server --model-path /m --port 30000"}},
+    ])]
+    i = 1
+    while i < n:
+        out.append(line(i, "user", "ok?"))
+        out.append(line(i + 1, "assistant", [
+            {"type": "text", "text": "Checking the log again."},
+            {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "tail -5 /tmp/s.log"}},
+        ]))
+        out.append(line(i + 2, "user", [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": "Loading weights"}]))
+        i += 3
+    out.append(line(i, "user", [{"type": "tool_result", "tool_use_id": "slow", "content":
+        "The server is fired up and ready to roll!"}]))
+    path.write_text("\n".join(out) + "\n")
+
+
+def test_a_result_that_comes_back_late_is_analysed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]]
+) -> None:
+    session = tmp_path / "late.jsonl"
+    _late_result_session(session, 240)
+    reference = _analysis(_reference(tmp_path, [session], monkeypatch))
+    monkeypatch.setattr(ingest_module, "STREAM_LAG", 5)
+    db = tmp_path / "streamed.duckdb"
+    assert not ingest([session], db=db, build_index=False).errors
+    assert [s["late"] for s in streams] == [True]
+    assert _analysis(db) == reference
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute(  # the launch made in message 0 was seen, with its output
+        "SELECT count(*) FROM launches WHERE msg_idx = 0").fetchone() == (1,)
+
+
+def test_a_failing_parse_stops_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]]
+) -> None:
+    session = tmp_path / "s.jsonl"
+    _late_result_session(session, 240)
+    monkeypatch.setattr(ingest_module, "STREAM_LAG", 5)
+    stopped: list[bool] = []
+    real = ingest_module._AnalysisStream.abort
+
+    def abort(self: Any) -> None:
+        stopped.append(self.run is not None)
+        real(self)
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(ingest_module._AnalysisStream, "abort", abort)
+    monkeypatch.setattr(ingest_module._FileLoader, "finish", boom)
+    summary = ingest([session], db=tmp_path / "x.duckdb", build_index=False)
+    assert summary.errors and stopped and stopped[0]
