@@ -1,6 +1,7 @@
 """Train the sentence classifier behind the ``diagnosis`` tag (deterministic; dev gold only).
 
     python scripts/train_diagnosis.py [--gold data/gold/dev.tsv] [--folds 5] [--repeats 3] [--seed 0]
+    python scripts/train_diagnosis.py --export-only   # re-export the weights of the shipped model
 
 Examples: ``analytics/analysis/tagging/models/diagnosis_examples.jsonl`` (synthetic sentences
 and the cause sentences of positive dev records, each with its source) plus every sentence of
@@ -10,6 +11,9 @@ Stages: load dev records (ingest their transcripts into a temporary database, ru
 Tagger without the model) -> k-fold cross-validation over dev records, repeated with other fold
 splits (out-of-fold message scores) -> Platt calibration on the pooled scores and the threshold
 that maximises the mean dev F1 of "rule hit OR model" -> final model on everything -> ``models/diagnosis/`` (spaCy pipeline + ``tagger.json``).
+
+The tagger does not run the pipeline: it scores with the pipeline's tokenizer and the classifier
+weights exported next to it (``weights.npz``), written here with every model.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from analytics.analysis.tagging.diagnosis_model import (
     LABEL,
     MODEL_DIR,
     SETTINGS_FILE,
+    WEIGHTS_FILE,
+    BowWeights,
     candidates,
     prefilter_regex,
     sentences,
@@ -242,13 +248,24 @@ def out_of_fold(records: list[DevRecord], examples: list[dict[str, object]], k: 
     return [oof[r.key] for r in records]
 
 
+def export_weights(nlp: Language) -> None:
+    """Write what the tagger scores with (it does not load the pipeline)."""
+    BowWeights.from_pipeline(nlp).save(MODEL_DIR / WEIGHTS_FILE)
+    print(f"wrote {MODEL_DIR / WEIGHTS_FILE}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gold", type=Path, default=ROOT / "data" / "gold" / "dev.tsv")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--export-only", action="store_true",
+                    help="only write the weights file of the pipeline in models/diagnosis/")
     args = ap.parse_args()
+    if args.export_only:
+        export_weights(spacy.load(MODEL_DIR))
+        return
     if "heldout" in args.gold.name:
         raise SystemExit("Error: train on dev gold only; held-out is measured, never trained on")
     records = load_records(args.gold)
@@ -270,6 +287,7 @@ def main() -> None:
     if MODEL_DIR.exists():
         shutil.rmtree(MODEL_DIR)
     nlp.to_disk(MODEL_DIR)
+    export_weights(nlp)
     settings = {
         "version": f"bow{BOW['ngram_size']}-s{args.seed}-n{len(examples)}+{len(records)}",
         "threshold": threshold,
