@@ -36,6 +36,7 @@ def sandbox_connection(db: str | Path) -> duckdb.DuckDBPyConnection:
         con.execute(f"ATTACH '{_quote(str(db))}' AS transcripts (READ_ONLY)")
         con.execute("USE transcripts")
         con.execute("SET enable_external_access = false")
+        con.execute("SET enable_progress_bar = false")  # it would draw on the server's stdout
         con.execute("SET lock_configuration = true")
     except duckdb.Error as exc:
         con.close()

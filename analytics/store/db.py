@@ -55,6 +55,9 @@ def connect(
                 raise DatabaseLockedError(path) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+    # DuckDB draws its own progress bar on stdout for queries over 2 s; ours is rich's, and
+    # stdout belongs to the command's output (a CSV, JSON) — never DuckDB's bar.
+    con.execute("SET enable_progress_bar = false")
     if read_only and path != ":memory:":
         has_schema = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'sessions'"
