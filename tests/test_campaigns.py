@@ -279,3 +279,26 @@ def test_deployment_without_a_target_has_no_campaign() -> None:
     s.msg("assistant", "TTFT stays under 400 ms up to c32 and jumps to ~900 ms at c64.")
     s.bench(s.launch(max_running_requests=32), 640.0)
     assert find_campaigns(s.frames()) == ([], [])
+
+
+def test_digit_sql_selects_what_the_python_digit_test_finds() -> None:
+    """The DuckDB spelling of the goal prefilter (substring tests, RE2 for non-ASCII
+    text) keeps exactly the texts with a decimal digit, in either path of select."""
+    from analytics.analysis.campaigns import _DIGIT, DIGIT_SQL
+
+    texts = ["no digits", "8 GPUs", "naïve café", "٣ tokens", "ｇｐｕ３", "x\u0966", ""]
+    con = duckdb.connect(":memory:")
+    migrate(con)
+    b = SessionBuilder(con, "claude_code:digits", "claude_code")
+    for n, text in enumerate(texts):
+        b.msg("user", text, n)
+    b.save("digits", "m")
+    want = [n for n, t in enumerate(texts) if _DIGIT.search(t)]
+    assert want == [1, 3, 4, 5]
+    bound = load_session_frames(con, "claude_code:digits")
+    matching = {"text": (DIGIT_SQL, _DIGIT)}
+    from_sql = bound.select("messages", ["msg_idx"], matching=matching)
+    assert from_sql["msg_idx"].tolist() == want
+    assert len(bound.messages) == len(texts)  # read: select now filters the frame in Python
+    in_memory = bound.select("messages", ["msg_idx"], matching=matching)
+    assert in_memory["msg_idx"].tolist() == want

@@ -107,3 +107,127 @@ def test_failure_events_are_ones_the_tooling_analyser_emits() -> None:
 
     emitted = {s.event for s in failure_signatures()}
     assert config().events["failure"] <= emitted, config().events["failure"] - emitted
+
+
+# --------------------------------------------------------------------------- literal gates
+
+
+def test_unlowered_folds_are_every_character_a_literal_test_would_miss() -> None:
+    """A non-ASCII character that re.IGNORECASE matches to an ASCII letter must either
+    lower to that letter or be one ``lowered`` refuses (else a gate could hide a match)."""
+    import re
+
+    from analytics.analysis.literals import UNLOWERED_FOLDS
+
+    every = "".join(chr(c) for c in range(128, 0x110000) if not 0xD800 <= c <= 0xDFFF)
+    for ch in sorted({m.group() for m in re.finditer(r"[\x00-\x7f]", every, re.I)}):
+        ascii_ = {chr(a) for a in range(128) if re.fullmatch(re.escape(chr(a)), ch, re.I)}
+        assert ch in UNLOWERED_FOLDS or ch.lower() in {a.lower() for a in ascii_}, hex(ord(ch))
+
+
+def test_required_literals_read_off_the_parse_tree() -> None:
+    import re
+
+    from analytics.analysis.literals import required_literals
+
+    def lits(pattern: str) -> frozenset[str] | None:
+        return required_literals(re.compile(pattern, re.I))
+
+    assert lits(r"Uvicorn running on") == {"uvicorn running on"}
+    assert lits(r"\bOOM\b|out of memory") == {"oom", "out of memory"}
+    assert lits(r"(?:ab|cd)e") == {"ab", "cd"}  # the longer strings rule out more texts
+    assert lits(r"x?yz") == {"yz"}  # an optional part is not required
+    assert lits(r"(?:ab)+c") == {"ab"}  # a repeat at least once is
+    assert lits(r"foo|\d+") is None  # an alternative without a literal: no gate
+    assert lits(r"(?-i:\bKilled\b)") == {"killed"}
+    assert lits(r"a×bc") == {"bc"}  # a non-ASCII literal ends a run
+
+
+def _configured_patterns() -> list:
+    from analytics.analysis.campaigns import (
+        _ASSISTANT_FAILURE,
+        _failure_patterns,
+        _target_patterns,
+        vocabulary,
+    )
+    from analytics.analysis.readiness import config
+
+    cue, targets = _target_patterns()
+    vocab = vocabulary()
+    return [
+        *config().text.values(),
+        *(g for _, g in config().subjects),
+        cue,
+        *(t.regex for t in targets),
+        *(p for spec in vocab.levers for p in spec.patterns),
+        vocab.start_cues,
+        vocab.na_cues,
+        vocab.revert_cues,
+        _ASSISTANT_FAILURE,
+        *(g for _, g in _failure_patterns()),
+    ]
+
+
+@pytest.mark.parametrize("gated", _configured_patterns(), ids=lambda g: g.regex.pattern[:30])
+def test_every_match_of_a_configured_pattern_holds_one_of_its_literals(gated) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from analytics.analysis.literals import lowered
+
+    if gated.literals is None:
+        return
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_regex(gated.regex))
+    def check(text: str) -> None:
+        match = gated.regex.search(text)
+        assert match
+        low = lowered(match.group(0))
+        assert low is None or any(s in low for s in gated.literals), (text, gated.literals)
+        assert gated.search(text, lowered(text)).span() == match.span()
+
+    check()
+
+
+def test_gated_search_finds_what_the_regex_finds() -> None:
+    from analytics.analysis.literals import lowered
+
+    failure = config_text("failure")
+    for text, found in [
+        ("all good", None),
+        ("x\nTorch.OutOfMemoryError: CUDA Out Of Memory\n", "Out Of Memory"),
+        ("HTTP 503 SERVICE unavailable", "503 SERVICE"),
+        ('{"ERROR": "boom"}', 'ERROR":'),
+        ("process Killed", "Killed"),
+        ("process killed", None),  # (?-i:…) keeps its case
+        ("503 \u017fervice", "503 \u017fervice"),  # long s: re.I matches, lower() does not
+        ("\u0130nitialization failed", "\u0130nitialization failed"),  # dotted capital I
+    ]:
+        match = failure.search(text, lowered(text))
+        assert (match.group(0) if match else None) == found, text
+        plain = failure.regex.search(text)
+        assert (plain.group(0) if plain else None) == found, text
+
+
+def config_text(key: str):
+    from analytics.analysis.readiness import config
+
+    return config().text[key]
+
+
+def test_source_ids_read_in_any_order_match_the_messages(monkeypatch) -> None:
+    """Ids are read from a block on when first asked for (an append reads only its end)."""
+    from analytics.analysis import session
+
+    monkeypatch.setattr(session, "ID_BLOCK", 4)
+    con = duckdb.connect(":memory:")
+    migrate(con)
+    b = SessionBuilder(con, "claude_code:ids", "claude_code")
+    for n in range(20):
+        b.msg("assistant", f"step {n}", n, source_id=f"id-{n}")
+    b.save("ids", "m")
+    frames = load_session_frames(con, "claude_code:ids")
+    for i in [17, 18, 9, 2, 19, 0, 13, 25]:
+        assert frames.source_id(i) == (f"id-{i}" if i < 20 else str(i))
+    assert frames.ref(3) == "msg id-3" and frames.source_id(None) == "?"

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from analytics.analysis.literals import Gated, lowered
 from analytics.models import Campaign, Lever
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ NO_EFFECT_PCT = 3.0
 Outcome = Literal["improved", "no_effect", "worse", "failed", "not_applicable", "pending"]
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 _SEARCH_COMMAND = re.compile(r"^\s*(?:grep|rg|ag|find|ls|git|cat\s+\S+\.py|sed -n)\b")
-_ASSISTANT_FAILURE = re.compile(
+_ASSISTANT_FAILURE = Gated.compile(
     r"\b(fail(?:s|ed|ing)?|crash(?:ed|es)?|oom(?:'d|ed)?|out of memory|invalid|not supported|"
     r"unsupported|doesn'?t work|does not work|won'?t (?:compile|work)|can'?t|cannot)\b",
     re.I,
@@ -53,7 +54,7 @@ def _load(name: str) -> dict[str, Any]:
 class LeverSpec:
     name: str
     role: str
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[Gated, ...]
     flags: frozenset[str]
     env_prefixes: tuple[str, ...]
 
@@ -62,17 +63,18 @@ class LeverSpec:
             return any(flag[4:].startswith(p) for p in self.env_prefixes)
         return flag in self.flags
 
-    def first_match(self, text: str) -> int | None:
-        hits = [m.start() for p in self.patterns if (m := p.search(text))]
+    def first_match(self, text: str, low: str | None) -> int | None:
+        """Where the first of the patterns matches ``text`` (``low``: :func:`lowered` text)."""
+        hits = [m.start() for p in self.patterns if (m := p.search(text, low))]
         return min(hits) if hits else None
 
 
 @dataclass(frozen=True)
 class Vocabulary:
     levers: tuple[LeverSpec, ...]
-    start_cues: re.Pattern[str]
-    na_cues: re.Pattern[str]
-    revert_cues: re.Pattern[str]
+    start_cues: Gated
+    na_cues: Gated
+    revert_cues: Gated
     recap_min_levers: int
     version: int
 
@@ -84,7 +86,7 @@ def vocabulary() -> Vocabulary:
         LeverSpec(
             name=item["name"],
             role=item.get("role", "primary"),
-            patterns=tuple(re.compile(p, re.I) for p in item["patterns"]),
+            patterns=tuple(Gated.compile(p, re.I) for p in item["patterns"]),
             flags=frozenset(item.get("flags", [])),
             env_prefixes=tuple(item.get("env_prefixes", [])),
         )
@@ -92,9 +94,9 @@ def vocabulary() -> Vocabulary:
     )
     return Vocabulary(
         levers=specs,
-        start_cues=re.compile(data["start_cues"], re.I),
-        na_cues=re.compile(data["not_applicable_cues"], re.I),
-        revert_cues=re.compile(data["revert_cues"], re.I),
+        start_cues=Gated.compile(data["start_cues"], re.I),
+        na_cues=Gated.compile(data["not_applicable_cues"], re.I),
+        revert_cues=Gated.compile(data["revert_cues"], re.I),
         recap_min_levers=int(data.get("recap_min_levers", 3)),
         version=int(data["version"]),
     )
@@ -106,15 +108,17 @@ def _targets() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def _failure_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _failure_patterns() -> tuple[tuple[str, Gated], ...]:
     data = _load("failures.json")
-    return tuple((p["kind"], re.compile(p["regex"], re.I)) for p in data["patterns"])
+    return tuple((p["kind"], Gated.compile(p["regex"], re.I)) for p in data["patterns"])
 
 
 def failure_kind(text: str) -> str | None:
     """The first failure signature in ``text`` (OOM, build/JIT failure, …), or None."""
+    text = text or ""
+    low = lowered(text)
     for kind, pattern in _failure_patterns():
-        if pattern.search(text or ""):
+        if pattern.search(text, low):
             return kind
     return None
 
@@ -157,23 +161,33 @@ class _TargetPattern:
     family: str
     kind: str
     needs_cue: bool
-    regex: re.Pattern[str]
+    regex: Gated
 
 
 @lru_cache(maxsize=1)
-def _target_patterns() -> tuple[re.Pattern[str], tuple[_TargetPattern, ...]]:
+def _target_patterns() -> tuple[Gated, tuple[_TargetPattern, ...]]:
     cfg = _targets()
     patterns = tuple(
-        _TargetPattern(p["family"], p["kind"], bool(p["needs_cue"]), re.compile(p["regex"], re.I))
+        _TargetPattern(
+            p["family"], p["kind"], bool(p["needs_cue"]), Gated.compile(p["regex"], re.I)
+        )
         for p in cfg["patterns"]
     )
-    return re.compile(cfg["cue"], re.I), patterns
+    return Gated.compile(cfg["cue"], re.I), patterns
 
 
 # Every target pattern has a mandatory number (``value`` or ``factor``), so a sentence
 # without a digit states no target; checking that first skips most text cheaply.
 _DIGIT = re.compile(r"\d")
-DIGIT_SQL = r"\p{Nd}"  # the same class for DuckDB's regexp_matches (RE2)
+# The same test as a DuckDB condition on ``{column}`` (a str.format template). Ten
+# substring tests run at memory speed, 3x faster than regexp_matches(text, '\p{Nd}'); a
+# text without an ASCII digit can only hold another decimal digit if it has non-ASCII
+# characters (strlen counts bytes, length characters), and there RE2's class decides.
+DIGIT_SQL = (
+    "("
+    + " OR ".join(f"contains({{column}}, '{d}')" for d in "0123456789")
+    + r" OR (strlen({column}) <> length({column}) AND regexp_matches({column}, '\p{{Nd}}')))"
+)
 
 
 def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
@@ -181,9 +195,10 @@ def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
         return None
     cue, patterns = _target_patterns()
     families = _targets()["metric_families"]
+    low = lowered(sentence)
     for pat in patterns:
-        m = pat.regex.search(sentence)
-        if not m or (pat.needs_cue and not cue.search(sentence)):
+        m = pat.regex.search(sentence, low)
+        if not m or (pat.needs_cue and not cue.search(sentence, low)):
             continue
         family = families[pat.family]
         groups = m.groupdict()
@@ -295,7 +310,8 @@ def _text_events(messages: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
         if row.role not in ("user", "assistant"):
             continue
         text = str(row.text or "")
-        named = {s.name for s in vocab.levers if s.first_match(text) is not None}
+        low = lowered(text)
+        named = {s.name for s in vocab.levers if s.first_match(text, low) is not None}
         if len(named) >= vocab.recap_min_levers:
             continue  # a recap of levers already pulled, not a new one
         for sentence in sentences(text):
@@ -304,21 +320,24 @@ def _text_events(messages: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
 
 
 def _sentence_events(msg_idx: int, role: str, sentence: str, vocab: Vocabulary) -> list[Event]:
+    low = lowered(sentence)
     hits = sorted(
-        (pos, spec.name) for spec in vocab.levers if (pos := spec.first_match(sentence)) is not None
+        (pos, spec.name)
+        for spec in vocab.levers
+        if (pos := spec.first_match(sentence, low)) is not None
     )
-    if role == "assistant" and vocab.revert_cues.search(sentence):
+    if role == "assistant" and vocab.revert_cues.search(sentence, low):
         return [Event(msg_idx, 4, "revert", detail=sentence)]
     if not hits:
         return []
-    na = vocab.na_cues.search(sentence)
+    na = vocab.na_cues.search(sentence, low)
     if na and role == "assistant":
         before = [h for h in hits if h[0] <= na.start()] or hits
         return [Event(msg_idx, 0, "not_applicable", before[-1][1], detail=sentence)]
     out: list[Event] = []
-    if role == "assistant" and _ASSISTANT_FAILURE.search(sentence):
+    if role == "assistant" and _ASSISTANT_FAILURE.search(sentence, low):
         out.append(Event(msg_idx, 2, "fail_text", hits[0][1], detail=sentence))
-    elif vocab.start_cues.search(sentence):
+    elif vocab.start_cues.search(sentence, low):
         out.append(Event(msg_idx, 0, "start", hits[0][1], detail=sentence))
     return out
 
@@ -800,7 +819,7 @@ def find_campaigns(frames: SessionFrames) -> tuple[list[Campaign], list[Lever]]:
     goals = _campaign_goals(find_goals(stated))
     if not goals:
         return campaigns, levers
-    shared = _SessionEvents(frames)
+    shared = _SessionEvents(frames, goals[0][0].msg_idx)
     for n, (goal, end) in enumerate(goals, start=1):
         campaign, found = _campaign(frames, shared, goal, end, f"{session_id}#c{n}", vocab)
         campaigns.append(campaign)
@@ -809,16 +828,19 @@ def find_campaigns(frames: SessionFrames) -> tuple[list[Campaign], list[Lever]]:
 
 
 class _SessionEvents:
-    """Events every campaign of a session sees, built once."""
+    """Events every campaign of a session sees, built once. A campaign reads messages
+    and tool calls from its goal on, so none before the first goal (``start``) are read:
+    tool outputs are most of a session's bytes."""
 
-    def __init__(self, frames: SessionFrames) -> None:
+    def __init__(self, frames: SessionFrames, start: int) -> None:
         self.frames = frames
         self.failures = _failure_events(frames)
         self.messages = frames.select(
-            "messages", ["msg_idx", "role", "text"], {"role": ["user", "assistant"]}
+            "messages", ["msg_idx", "role", "text"], {"role": ["user", "assistant"]},
+            min_idx=start,
         )
         self.tool_calls = frames.select(
-            "tool_calls", ["msg_idx", "result_msg_idx", "command", "output"]
+            "tool_calls", ["msg_idx", "result_msg_idx", "command", "output"], min_idx=start
         )
         self._measures: dict[str, list[Event]] = {}
 

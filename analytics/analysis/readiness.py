@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from analytics.analysis.degenerate import is_degenerate
+from analytics.analysis.literals import Gated, lowered
 from analytics.models import ReadinessClaim
 
 if TYPE_CHECKING:
@@ -38,11 +40,14 @@ LOOKAHEAD = 15
 _SMOKE_COMMAND = re.compile(r"chat/completions|/v1/completions|/generate\b|/v1/responses")
 
 
+# --------------------------------------------------------------------------- configuration
+
+
 @dataclass(frozen=True)
 class _Config:
-    subjects: tuple[tuple[str, re.Pattern[str]], ...]
+    subjects: tuple[tuple[str, Gated], ...]
     events: dict[str, frozenset[str]]
-    text: dict[str, re.Pattern[str]]
+    text: dict[str, Gated]
     generation_keys: tuple[str, ...]
     version: int
 
@@ -52,9 +57,9 @@ def config() -> _Config:
     raw = resources.files("analytics.analysis").joinpath("data", "readiness.json")
     data: dict[str, Any] = json.loads(raw.read_text("utf-8"))
     return _Config(
-        subjects=tuple((s["subject"], re.compile(s["regex"], re.I)) for s in data["subjects"]),
+        subjects=tuple((s["subject"], Gated.compile(s["regex"], re.I)) for s in data["subjects"]),
         events={k: frozenset(v) for k, v in data["events"].items()},
-        text={k: re.compile(v, re.I | re.M) for k, v in data["text"].items()},
+        text={k: Gated.compile(v, re.I | re.M) for k, v in data["text"].items()},
         generation_keys=tuple(data["generation_keys"]),
         version=int(data["version"]),
     )
@@ -71,8 +76,9 @@ class Signal:
 
 
 def subject_of(text: str) -> str:
+    low = lowered(text)
     for subject, pattern in config().subjects:
-        if pattern.search(text):
+        if pattern.search(text, low):
             return subject
     return "feature"
 
@@ -119,20 +125,21 @@ def _short(text: str, n: int = 70) -> str:
 def judge_check(command: str, output: str, kind: str) -> tuple[bool | None, str]:
     """Did a functional check pass? (None: cannot tell) and why, in words."""
     cfg = config().text
+    low = lowered(output)
     if kind == "tests":
-        if cfg["tests_failed"].search(output):
-            return False, f"tests failed ({_short(cfg['tests_failed'].search(output).group(0))})"  # type: ignore[union-attr]
-        if cfg["tests_passed"].search(output):
-            return True, f"tests passed ({_short(cfg['tests_passed'].search(output).group(0))})"  # type: ignore[union-attr]
+        if failed := cfg["tests_failed"].search(output, low):
+            return False, f"tests failed ({_short(failed.group(0))})"
+        if passed := cfg["tests_passed"].search(output, low):
+            return True, f"tests passed ({_short(passed.group(0))})"
         return None, "test run without a verdict"
-    failure = cfg["failure"].search(output)
+    failure = cfg["failure"].search(output, low)
     if failure:
         return (
             False,
             f"error in its output: {_short(output[failure.start() : failure.start() + 80])!r}",
         )
     if kind == "benchmark":
-        if cfg["benchmark_done"].search(output):
+        if cfg["benchmark_done"].search(output, low):
             return True, "benchmark completed"
         return None, "benchmark without results"
     text = generation_text(output)
@@ -157,8 +164,7 @@ _TEXT_SIGNALS = (
 _SERVER_KINDS = ("ready", "graph_end", "graph_begin", "failure", "liveness")
 
 
-@dataclass(frozen=True)
-class _Call:
+class _Call(NamedTuple):  # a tuple: built for every call of the session, 3x cheaper
     msg: int  # the message that made the call
     at: int  # the message that carries its result
     call_id: str
@@ -169,14 +175,24 @@ class _Call:
     calls_model: bool  # its command calls a generation endpoint
 
 
-def _sorted_idx(values: Any) -> np.ndarray:
-    return np.array(sorted({int(v) for v in values}), dtype=np.int64)
+def _command_traits(command: str) -> tuple[bool, bool]:
+    """Does ``command`` run a test suite, and does it call a generation endpoint?"""
+    runs_tests = config().text["test_command"].search(command, lowered(command))
+    return runs_tests is not None, _SMOKE_COMMAND.search(command) is not None
+
+
+@lru_cache(maxsize=1)
+def _event_kinds() -> dict[str, str]:
+    """Server event -> signal kind: the first of ``_SERVER_KINDS`` whose list names it."""
+    events = config().events
+    return {event: kind for kind in reversed(_SERVER_KINDS) for event in events[kind]}
 
 
 class _Evidence:
     """What the verdicts weigh, read once per session: tool calls (with their output
     only where a verdict reads it), server signals, and the tags that classify calls.
-    Windows of messages are slices of sorted ``msg_idx`` arrays."""
+    Windows of messages are slices of lists sorted by ``msg_idx``, found by bisection
+    (a verdict looks up six windows; numpy's searchsorted costs more per call)."""
 
     def __init__(self, frames: SessionFrames, claims: list[int]) -> None:
         self.frames = frames
@@ -191,24 +207,28 @@ class _Evidence:
             by_tag[str(t)].add(int(i))
         self.smoke, self.bench = by_tag["smoke_test"], by_tag["benchmark"]
         launched = frames.select("launches", ["msg_idx"], min_idx=self.lo)["msg_idx"].tolist()
-        self.launch_idx = _sorted_idx([*launched, *by_tag["launch"]])
+        self.launch_idx = sorted({int(i) for i in [*launched, *by_tag["launch"]]})
         self._server(frames)
         self._calls(frames, np.array(claims, dtype=np.int64))
 
     # -- loading -------------------------------------------------------------
 
     def _server(self, frames: SessionFrames) -> None:
-        se = frames.select("server_events", ["msg_idx", "event", "detail"], min_idx=self.lo)
-        self.from_events = not se.empty
-        events = config().events
+        kind_of = _event_kinds()
+        wanted = ["msg_idx", "event", "detail"]
+        se = frames.select("server_events", wanted, {"event": list(kind_of)}, min_idx=self.lo)
+        # Any event at all (a signal or not) means the tooling analyser read the output.
+        self.from_events = not se.empty or not frames.select(
+            "server_events", ["msg_idx"], min_idx=self.lo
+        ).empty
         self.server: list[Signal] = []
         columns = (se["msg_idx"].tolist(), se["event"].tolist(), se["detail"].tolist())
         for msg, event, detail in zip(*columns, strict=True):
-            kind = next((k for k in _SERVER_KINDS if event in events[k]), None)
+            kind = kind_of.get(event)
             if kind:
                 text = f": {_short(detail)}" if isinstance(detail, str) and detail else ""
                 self.server.append(Signal(int(msg), kind, f"{event}{text}"))
-        self.server_msg = np.array([s.msg_idx for s in self.server], dtype=np.int64)
+        self.server_msg = [s.msg_idx for s in self.server]
 
     def _calls(self, frames: SessionFrames, claims: np.ndarray) -> None:
         tc = frames.select(
@@ -216,31 +236,30 @@ class _Evidence:
             min_idx=self.lo,
         )
         msgs = [int(m) for m in tc["msg_idx"].tolist()]
+        # A call still running at the end of the session has no result yet.
+        results = tc["result_msg_idx"]
+        ats = [int(a) for a in results.where(results.notna(), tc["msg_idx"]).tolist()]
         counts = Counter(msgs)
-        text = config().text
-        self.calls = []
-        for m, cid, r, cmd, status in zip(
-            msgs,
-            tc["call_id"].tolist(),
-            tc["result_msg_idx"].tolist(),
-            tc["command"].tolist(),
-            tc["status"].tolist(),
-            strict=True,
-        ):
+        traits: dict[str, tuple[bool, bool]] = {}  # agents repeat their commands
+        self.calls: list[_Call] = []
+        columns = (tc["call_id"].tolist(), tc["command"].tolist(), tc["status"].tolist())
+        for m, at, (cid, cmd, status) in zip(msgs, ats, zip(*columns, strict=True), strict=True):
             command = str(cmd or "")
+            if command not in traits:
+                traits[command] = _command_traits(command)
+            runs_tests, calls_model = traits[command]
+            only = counts[m] == 1
             self.calls.append(
-                _Call(
-                    msg=m,
-                    at=m if pd.isna(r) else int(r),  # no result yet (a call still running)
-                    call_id=str(cid),
-                    command=command,
-                    status=status,
-                    only=counts[m] == 1,
-                    runs_tests=bool(text["test_command"].search(command)),
-                    calls_model=bool(_SMOKE_COMMAND.search(command)),
-                )
+                _Call(m, at, str(cid), command, status, only, runs_tests, calls_model)
             )
-        self.call_msg = np.array(msgs, dtype=np.int64)
+        self.call_msg = msgs
+        # The calls that can be a check at all (their output only narrows what they are).
+        self.check_calls = [
+            n
+            for n, c in enumerate(self.calls)
+            if c.status != "aborted" and self._kind(c, None) is not None
+        ]
+        self.check_msg = [self.calls[n].msg for n in self.check_calls]
         self._checks: dict[int, tuple[Signal, str] | None] = {}
         self._text: dict[int, list[Signal]] = {}
         self.outputs = self._read_outputs(frames, claims)
@@ -252,27 +271,27 @@ class _Evidence:
         check (or all near ones when server signals come from the output text)."""
         if not len(self.calls) or not len(claims):
             return {}
-        nearest = np.searchsorted(claims, self.call_msg - LOOKAHEAD, side="left")
+        call_msg = np.array(self.call_msg, dtype=np.int64)
+        nearest = np.searchsorted(claims, call_msg - LOOKAHEAD, side="left")
         near = (nearest < len(claims)) & (
-            claims[np.minimum(nearest, len(claims) - 1)] <= self.call_msg + LOOKBACK
+            claims[np.minimum(nearest, len(claims) - 1)] <= call_msg + LOOKBACK
         )
         wanted = {
             (c.msg, c.call_id)
-            for c, n in zip(self.calls, near, strict=True)
+            for c, n in zip(self.calls, near.tolist(), strict=True)
             if n and (not self.from_events or self._kind(c, None) is not None)
         }
         if not wanted:
             return {}
+        msgs = sorted({m for m, _ in wanted})
         rows = frames.select(
-            "tool_calls",
-            ["msg_idx", "call_id", "output"],
-            {"msg_idx": sorted({m for m, _ in wanted})},
+            "tool_calls", ["msg_idx", "call_id", "output"], {"msg_idx": msgs}, min_idx=msgs[0]
         )
         columns = (rows["msg_idx"].tolist(), rows["call_id"].tolist(), rows["output"].tolist())
         return {
-            (int(m), str(c)): str(o or "")
+            key: str(o or "")
             for m, c, o in zip(*columns, strict=True)
-            if (int(m), str(c)) in wanted
+            if (key := (int(m), str(c))) in wanted
         }
 
     # -- signals -------------------------------------------------------------
@@ -282,7 +301,9 @@ class _Evidence:
         if call.runs_tests:
             return "tests"
         if (call.msg in self.bench or call.at in self.bench) and (
-            call.only or output is None or config().text["benchmark_done"].search(output)
+            call.only
+            or output is None
+            or config().text["benchmark_done"].search(output, lowered(output))
         ):
             return "benchmark"
         if call.calls_model or ((call.msg in self.smoke or call.at in self.smoke) and call.only):
@@ -308,36 +329,37 @@ class _Evidence:
     def checks(self, lo: int, hi: int) -> list[tuple[Signal, str]]:
         """Functional checks (smoke tests, benchmarks, test runs) made in [lo, hi), with
         the command that made them."""
-        first, last = np.searchsorted(self.call_msg, [lo, hi], side="left")
-        found = [c for n in range(int(first), int(last)) if (c := self.check(n)) is not None]
+        first, last = bisect_left(self.check_msg, lo), bisect_left(self.check_msg, hi)
+        found = [c for n in self.check_calls[first:last] if (c := self.check(n)) is not None]
         return sorted(found, key=lambda s: s[0].msg_idx)
 
     def _text_signals(self, n: int) -> list[Signal]:
         if n not in self._text:
             call = self.calls[n]
             output = self.output(call)
+            low = lowered(output)
             text = config().text
             self._text[n] = [
                 Signal(call.at, kind, _short(m.group(0)))
                 for key, kind in _TEXT_SIGNALS
-                if (m := text[key].search(output))
+                if (m := text[key].search(output, low))
             ]
         return self._text[n]
 
     def server_signals(self, lo: int, hi: int) -> list[Signal]:
         """Liveness, ready and failure signals from server_events (or tool output text)."""
         if self.from_events:
-            first, last = np.searchsorted(self.server_msg, [lo, hi], side="left")
-            return self.server[int(first) : int(last)]
-        first, last = np.searchsorted(self.call_msg, [lo, hi], side="left")
-        return [s for n in range(int(first), int(last)) for s in self._text_signals(n)]
+            first, last = bisect_left(self.server_msg, lo), bisect_left(self.server_msg, hi)
+            return self.server[first:last]
+        first, last = bisect_left(self.call_msg, lo), bisect_left(self.call_msg, hi)
+        return [s for n in range(first, last) for s in self._text_signals(n)]
 
     def window_start(self, msg_idx: int, subject: str) -> int:
         start = max(0, msg_idx - LOOKBACK)
         if subject in ("server", "deployment"):
-            j = int(np.searchsorted(self.launch_idx, msg_idx, side="left")) - 1
+            j = bisect_left(self.launch_idx, msg_idx) - 1
             if j >= 0 and self.launch_idx[j] >= start:
-                return int(self.launch_idx[j])
+                return self.launch_idx[j]
         return start
 
 

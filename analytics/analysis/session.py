@@ -36,6 +36,7 @@ TABLES = (
     "polling_loops",
 )
 _JSON_COLUMNS = {"launches": ("flags", "changed_flags", "env")}
+ID_BLOCK = 4096  # native message ids are read from a multiple of this on (see source_id)
 
 
 def _order(table: str) -> str:
@@ -93,7 +94,8 @@ class SessionFrames:
         self._con = con if bound_session is not None else None
         self._bound = bound_session
         self._tables: dict[str, pd.DataFrame] = dict(tables)
-        self._source_ids: dict[int, str] | None = None
+        self._source_ids: dict[int, str] = {}
+        self._ids_from: int | None = None  # the ids of messages from here on are read
         self._positions: dict[int, int] | None = None
 
     # -- reading -------------------------------------------------------------
@@ -123,11 +125,13 @@ class SessionFrames:
         where: dict[str, Sequence[Any]] | None = None,
         matching: dict[str, tuple[str, re.Pattern[str]]] | None = None,
         min_idx: int | None = None,
+        below_idx: int | None = None,
     ) -> pd.DataFrame:
         """``columns`` of the rows of ``table`` whose column ``c`` is in ``where[c]``
-        and, for ``matching[c] = (re2, python)``, whose text in ``c`` contains a
-        match (the same pattern spelt for DuckDB and for Python), and whose
-        ``msg_idx`` is at least ``min_idx`` when given, in table order.
+        and, for ``matching[c] = (sql, python)``, whose text in ``c`` contains a
+        match of ``python`` (``sql``: a DuckDB condition on ``{column}`` true for
+        exactly those texts), and whose ``msg_idx`` is at least ``min_idx`` and
+        below ``below_idx`` when given, in table order.
         Reads only those rows from the database when the frames are bound and the
         table was not read yet."""
         where, matching = where or {}, matching or {}
@@ -144,20 +148,22 @@ class SessionFrames:
                 )
             if min_idx is not None:
                 mask &= df["msg_idx"] >= min_idx
+            if below_idx is not None:
+                mask &= df["msg_idx"] < below_idx
             return df.loc[mask, list(columns)].reset_index(drop=True)
-        conds = "".join(f" AND list_contains(?, {c})" for c in where)
-        conds += "".join(f" AND regexp_matches({c}, ?)" for c in matching)
+        # ``c IN (SELECT unnest(?))`` is a hash semi-join: with thousands of values it is
+        # 10x faster than ``list_contains(?, c)``, which walks the list for every row.
+        conds = "".join(f" AND {c} IN (SELECT unnest(?))" for c in where)
+        conds += "".join(f" AND {sql.format(column=c)}" for c, (sql, _) in matching.items())
         if min_idx is not None:
             conds += f" AND msg_idx >= {int(min_idx)}"
+        if below_idx is not None:
+            conds += f" AND msg_idx < {int(below_idx)}"
         sql = (
             f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ?{conds} "
             f"ORDER BY {_order(table)}"
         )
-        params = [
-            self._bound,
-            *[list(v) for v in where.values()],
-            *[re2 for re2, _ in matching.values()],
-        ]
+        params = [self._bound, *[list(v) for v in where.values()]]
         return self._con.execute(sql, params).df()
 
     # -- lookups -------------------------------------------------------------
@@ -185,15 +191,24 @@ class SessionFrames:
         return None if pd.isna(value) else value
 
     def source_id(self, msg_idx: int | None) -> str:
-        """The native id of a message (what a reader of the transcript sees)."""
+        """The native id of a message (what a reader of the transcript sees).
+
+        Ids are read when first asked for, from the block of ``ID_BLOCK`` messages that
+        holds the message on to the end (or to the ids read before): verdicts name
+        messages near their claims, so re-judging the claims of an append reads the ids
+        of the last messages of a long session, not all of them."""
         if msg_idx is None:
             return "?"
-        if self._source_ids is None:
-            rows = self.select("messages", ["msg_idx", "source_id"])
-            self._source_ids = dict(
-                zip(rows["msg_idx"].tolist(), map(str, rows["source_id"].tolist()), strict=True)
+        msg_idx = int(msg_idx)
+        if self._ids_from is None or msg_idx < self._ids_from:
+            start = msg_idx - msg_idx % ID_BLOCK
+            rows = self.select(
+                "messages", ["msg_idx", "source_id"], min_idx=start, below_idx=self._ids_from
             )
-        return self._source_ids.get(int(msg_idx), str(msg_idx))
+            ids = map(str, rows["source_id"].tolist())
+            self._source_ids.update(zip(rows["msg_idx"].tolist(), ids, strict=True))
+            self._ids_from = start
+        return self._source_ids.get(msg_idx, str(msg_idx))
 
     def ref(self, msg_idx: int | None) -> str:
         """How a reader finds a message: ``msg 6853`` or the native id itself."""
