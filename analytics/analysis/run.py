@@ -168,8 +168,15 @@ class Analyser:
             for ctx in contexts:
                 out.polling.extend(analyse_polling(ctx))
         with timed("tooling"):
+            session_id: str | None = None
+            extractor: Any = None
             for ctx in contexts:
-                facts = self._extractor(ctx.message.session_id).extract(ctx)
+                if ctx.message.session_id != session_id:  # every session gets its extractor
+                    session_id = ctx.message.session_id
+                    extractor = self._extractor(session_id)
+                if not (ctx.calls or ctx.results):
+                    continue  # most messages: nothing to extract
+                facts = extractor.extract(ctx)
                 out.launches.extend(facts.launches)
                 out.events.extend(facts.server_events)
                 out.measurements.extend(facts.measurements)

@@ -13,9 +13,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .gates import LATENCY, SERVING_BANNER, THROUGHPUT, Holds
 from .logs import iter_lines
 
-BANNER = "Serving Benchmark Result"
+BANNER = SERVING_BANNER
 MAX_BLOCK_LINES = 120
 UNITS = frozenset({"s", "ms", "req/s", "tok/s", "RPS", "%"})
 
@@ -171,12 +172,19 @@ def one_batch_lines(text: str, command: str | None = None) -> list[BenchNumber]:
     return out
 
 
-def vllm_bench_lines(text: str, command: str | None = None) -> list[BenchNumber]:
-    """``vllm bench throughput`` / ``vllm bench latency`` summary lines."""
+def vllm_bench_lines(
+    text: str, command: str | None = None, latency: bool = True
+) -> list[BenchNumber]:
+    """``vllm bench throughput`` / ``vllm bench latency`` summary lines. ``latency`` False
+    says the text holds no ``latency:`` (the caller searched for it already)."""
+    throughput = "Throughput: " in text
+    latency = latency and "latency: " in text and " seconds" in text
+    if not (throughput or latency):
+        return []
     out: list[BenchNumber] = []
     flag = _BATCH_FLAG.search(command or "")
     label = join_label({"bs": flag.group(1) if flag else None})
-    if "Throughput: " in text:
+    if throughput:
         for m in _VLLM_THROUGHPUT.finditer(text):
             out += [
                 BenchNumber("throughput_requests", float(m.group(1)), "req/s", label, "vllm_bench"),
@@ -187,7 +195,7 @@ def vllm_bench_lines(text: str, command: str | None = None) -> list[BenchNumber]
                     "throughput_output_tokens", float(m.group(3)), "tok/s", label, "vllm_bench"
                 ),
             ]
-    if "latency: " in text and " seconds" in text:
+    if latency:
         for line in iter_lines(text):
             hit = _VLLM_LATENCY.match(line) if line[:1] in "A0123456789" else None
             if hit:
@@ -199,10 +207,19 @@ def vllm_bench_lines(text: str, command: str | None = None) -> list[BenchNumber]
 
 
 def benchmark_numbers(
-    text: str, command: str | None = None, launch_msg_idx: int | None = None
+    text: str,
+    command: str | None = None,
+    launch_msg_idx: int | None = None,
+    holds: Holds | None = None,
 ) -> list[BenchNumber]:
-    return (
-        serving_blocks(text, command, launch_msg_idx)
-        + one_batch_lines(text, command)
-        + vllm_bench_lines(text, command)
-    )
+    """Every benchmark result in a tool output. A parser runs only when the output holds the
+    literal its results cannot be without (``gates``: most outputs hold none); ``holds`` tells
+    (by default the output is searched)."""
+    holds = holds or text.__contains__
+    latency = holds(LATENCY)
+    out = serving_blocks(text, command, launch_msg_idx) if holds(SERVING_BANNER) else []
+    if latency:
+        out += one_batch_lines(text, command)
+    if latency or holds(THROUGHPUT):
+        out += vllm_bench_lines(text, command, latency)
+    return out

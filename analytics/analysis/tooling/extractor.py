@@ -16,7 +16,7 @@ from analytics.models import Launch, Measurement, MessageContext, ServerEvent, T
 
 from .benchmarks import benchmark_numbers
 from .launches import ScriptMemory, flag_changes, parse_launches, remember_written_file
-from .logs import scan_log
+from .logs import ContextEngine, scan_log
 from .nvidia_smi import gpu_numbers
 
 MAX_SCAN_CHARS = 10_000_000
@@ -137,7 +137,9 @@ class ToolingExtractor:
             half = MAX_SCAN_CHARS // 2
             text = text[:half] + "\n" + text[-half:]
         session_id, msg_idx = ctx.message.session_id, ctx.message.msg_idx
-        engine = (self.current.engine if self.current else None) or sniff_engine(text) or "unknown"
+        engine: ContextEngine = (self.current.engine if self.current else None) or (
+            lambda: sniff_engine(text) or "unknown"
+        )
         if len(self._counted_lines) > MAX_COUNTED_LINES:
             self._counted_lines.clear()
         scan = scan_log(text, engine, self._counted_lines)
@@ -153,11 +155,12 @@ class ToolingExtractor:
                 )
             )
         launch_idx = self.current.msg_idx if self.current else None
-        for b in benchmark_numbers(text, call.command, launch_idx):
+        holds = scan.reports.__contains__ if scan.reports is not None else None
+        for b in benchmark_numbers(text, call.command, launch_idx, holds):
             out.append(
                 _measurement(session_id, msg_idx, b.metric, b.value, b.unit, b.label, b.source)
             )
-        for g in gpu_numbers(text, call.command):
+        for g in gpu_numbers(text, call.command, holds):
             out.append(
                 _measurement(session_id, msg_idx, g.metric, g.value, g.unit, g.label, "nvidia_smi")
             )

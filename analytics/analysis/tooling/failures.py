@@ -52,10 +52,13 @@ def failure_signatures() -> tuple[FailureSignature, ...]:
     )
 
 
-def failure_hits(text: str) -> list[FailureHit]:
-    """Every failure signature in ``text``, ordered by position."""
+def failure_hits(
+    text: str, signatures: tuple[FailureSignature, ...] | None = None
+) -> list[FailureHit]:
+    """Every failure signature in ``text`` (of ``signatures``, by default all), ordered by
+    position."""
     hits: list[FailureHit] = []
-    for sig in failure_signatures():
+    for sig in failure_signatures() if signatures is None else signatures:
         pos = text.find(sig.needle)
         count = 0
         while pos >= 0 and count < MAX_HITS_PER_SIGNATURE:

@@ -1,32 +1,41 @@
 """SGLang and vLLM log-line recognisers: prefixes, startup milestones, periodic metrics.
 
-Signatures live in ``data/log_signatures_v1.json``. Work is linear: one compiled search over the
-whole output finds the lines that can matter (those holding a literal needle, and those whose
-prefix names an engine); every other line is skipped at C speed. What a line yields depends only
-on its prefix-stripped message, so that part is cached: polling loops re-read the same log tail.
-Lines longer than ``MAX_LINE`` are not log lines; only failure needles are searched in them.
+Signatures live in ``data/log_signatures_v1.json``. Work is linear: a compiled search for the
+needles' rare-character anchors (``anchors``) and for line starts that may name an engine finds
+the lines that can matter; text between runs of such lines is passed over at C speed, lines
+within a run are read one after the other. What a line yields (report literals of ``gates``
+included) is cached per line and per prefix-stripped message: polling loops re-read the same
+log tail. Lines longer than ``MAX_LINE`` are not log lines; only failure needles are searched
+in them.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
+from itertools import chain, islice
 from typing import Any
 
-from analytics.analysis.literals import literal_trie
-
-from .failures import failure_hits, failure_signatures
+from .anchors import anchor_trie, rare_anchor
+from .failures import FailureSignature, failure_hits, failure_signatures
+from .gates import literals_of, report_mask
 
 MAX_LINE = 16_000
 MAX_RESULTS = 5_000
 """Numbers kept per output; events (deduplicated) are always collected."""
 DETAIL_CHARS = 240
 LINE_CACHE = 16_384
-"""Distinct prefix-stripped messages whose findings are remembered (least recently used go)."""
+"""Distinct lines, and prefix-stripped messages, whose findings are remembered (least recently
+used go)."""
+SPLIT_CHUNK = 1 << 20
+"""Characters of an output split into lines at a time (``_lines``)."""
+CACHED_LINE = 2_000
+"""Longer lines are not cached: their findings cost little next to their length, and the
+caches stay small (at most ``LINE_CACHE`` lines of this length each)."""
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 SGLANG_PREFIX = re.compile(
@@ -79,6 +88,9 @@ class LogScan:
     counted: set[str] | None = None
     """Timestamped log lines whose numbers were already taken (a log re-read by a later poll
     holds the same lines again: they are one measurement, not several)."""
+    reports: frozenset[str] | None = None
+    """The ``gates.REPORT_LITERALS`` the output holds, when the scan read all of its lines
+    (None: not known, search the output)."""
 
 
 # --------------------------------------------------------------------------- lines
@@ -149,26 +161,76 @@ _CUDA_GRAPH = re.compile(
 
 
 @cache
-def _any_needle() -> re.Pattern[str]:
-    """One alternation of every needle: lines holding none are skipped at C speed."""
+def _needles() -> frozenset[str]:
+    """Every literal a line must hold to yield an event, a number or a failure."""
     sigs = _signatures()
     needles = {sig["needle"] for group in ("events", "numbers") for sig in sigs[group]}
     needles |= {spec["needle"] for spec in sigs["batch_lines"].values()}
     needles |= {sig.needle for sig in failure_signatures()}
-    return re.compile(literal_trie(needles))
+    return frozenset(needles)
 
 
 @cache
-def _line_of_interest() -> re.Pattern[str]:
-    """Lines that can matter: a needle anywhere, or (at a line start) a prefix naming an engine.
+def _any_needle() -> re.Pattern[str]:
+    """Hits wherever a needle may be (the rare anchor of each): text without a hit holds no
+    needle, and is rejected several times faster than by a trie of the whole needles."""
+    return re.compile(anchor_trie(_needles()))
 
-    The prefix alternatives are a superset of what ``_split_prefix`` accepts; a hit is only a
-    candidate and the line is then parsed exactly. Valid for ANSI-free text only.
-    """
-    engine_start = (
-        r"(?<![^\r\n])(?:\(\w+ pid=\d+\) |\[\d{4}-|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d)"
+
+ENGINE_LINE_STARTS = ("(", "[", "DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+"""What a line whose prefix names an engine starts with (a superset of ``_split_prefix``)."""
+ENGINE_FIRST_CHARS = frozenset(start[0] for start in ENGINE_LINE_STARTS)
+
+
+@cache
+def _first_candidate() -> re.Pattern[str]:
+    """Hits at the first line that can matter, or before it: a needle's anchor anywhere, or a
+    line break followed by the start of an engine prefix. Literals only, so ``re`` skips the
+    characters none of them starts with at C speed."""
+    starts = {brk + start for brk in "\r\n" for start in ENGINE_LINE_STARTS}
+    return re.compile(anchor_trie(_needles(), starts))
+
+
+def _anchors_in(msg: str) -> frozenset[str]:
+    """What ``_any_needle`` matches at each place of ``msg`` where it matches (overlapping
+    places included: a needle can start inside another's anchor)."""
+    search = _any_needle().search
+    found = set()
+    m = search(msg)
+    while m:
+        found.add(m.group())
+        m = search(msg, m.start() + 1)
+    return frozenset(found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Selection:
+    """The signatures whose needles a message may hold, each group in data-file order."""
+
+    events: tuple[dict[str, Any], ...]
+    numbers: tuple[dict[str, Any], ...]
+    batch_specs: tuple[dict[str, Any], ...]
+    failures: tuple[FailureSignature, ...]
+
+
+@lru_cache(maxsize=1024)
+def _selection(found: frozenset[str]) -> _Selection:
+    """The signatures a message where ``_anchors_in`` found ``found`` may match: those whose
+    anchor begins with a found text (where two anchors begin alike, the trie reports the
+    shorter). A needle's anchor is in every text that holds the needle, so no signature
+    that can match is left out; a message is checked against a few signatures, not all."""
+
+    def may(needle: str) -> bool:
+        anchor = rare_anchor(needle)
+        return any(anchor.startswith(text) for text in found)
+
+    sigs = _signatures()
+    return _Selection(
+        events=tuple(sig for sig in sigs["events"] if may(sig["needle"])),
+        numbers=tuple(sig for sig in sigs["numbers"] if may(sig["needle"])),
+        batch_specs=tuple(spec for spec in sigs["batch_lines"].values() if may(spec["needle"])),
+        failures=tuple(sig for sig in failure_signatures() if may(sig.needle)),
     )
-    return re.compile(f"{engine_start}|{_any_needle().pattern}")
 
 
 def _signature_event(sig: dict[str, Any], msg: str) -> str | None:
@@ -211,9 +273,16 @@ def line_events(line: LogLine, context_engine: str) -> list[EventHit]:
 
 def line_numbers(line: LogLine) -> list[NumberHit]:
     """Startup numbers (KV tokens, capture time …) and periodic batch metrics in one line."""
-    msg = line.message
+    sigs = _signatures()
+    return _numbers(line.message, sigs["numbers"], sigs["batch_lines"].values())
+
+
+def _numbers(
+    msg: str, signatures: Iterable[dict[str, Any]], batch_specs: Iterable[dict[str, Any]]
+) -> list[NumberHit]:
+    """``line_numbers`` of a message with these number signatures and batch-line specs."""
     out: list[NumberHit] = []
-    for sig in _signatures()["numbers"]:
+    for sig in signatures:
         if sig["needle"] not in msg:
             continue
         m = sig["_rx"].search(msg)
@@ -234,7 +303,7 @@ def line_numbers(line: LogLine) -> list[NumberHit]:
                     name, float(raw.replace(",", "")), sig["units"].get(name), label, "server_log"
                 )
             )
-    for spec in _signatures()["batch_lines"].values():
+    for spec in batch_specs:
         if spec["needle"] in msg:
             out.extend(_batch_line(msg, spec))
     return out
@@ -284,66 +353,153 @@ def _batch_value(raw: str) -> float | None:
 # --------------------------------------------------------------------------- whole outputs
 
 
+ContextEngine = str | Callable[[], str]
+"""The engine of lines without a prefix before any line with one, or a function giving it
+(called only when such a line yields something: finding it can cost more than the scan)."""
+
+
 def scan_log(
-    text: str, context_engine: str = "sglang", counted: set[str] | None = None
+    text: str, context_engine: ContextEngine = "sglang", counted: set[str] | None = None
 ) -> LogScan:
     """Events (deduplicated per output) and numbers in a tool output holding server logs.
     ``counted`` (kept by the caller across a session) skips numbers of timestamped lines
     already taken from an earlier output."""
     scan = LogScan(counted=counted)
-    seen: set[tuple[str, str, str | None]] = set()
-    if "\x1b" in text:
-        _scan_lines(text, context_engine, scan, seen)
+    ansi = "\x1b" in text  # ANSI codes can hide needles: every line is read, codes removed
+    start = 0 if ansi else _first_line_start(text)
+    if start is None:
         return scan
-    engine = context_engine
-    has_cr = "\r" in text
-    rx = _line_of_interest()
-    pos, n = 0, len(text)
-    while pos < n:
-        m = rx.search(text, pos)
-        if m is None:
-            break
-        p = m.start()
-        if has_cr:
-            start = max(text.rfind("\n", pos, p), text.rfind("\r", pos, p), pos - 1) + 1
-            eol = _EOL.search(text, p)
-            end = n if eol is None else eol.start()
-        else:
-            start = max(text.rfind("\n", pos, p), pos - 1) + 1
-            end = text.find("\n", p)
-            end = n if end < 0 else end
-        if end - start > MAX_LINE:
-            _long_line(text[start:end], engine, scan, seen)
-        else:
-            engine = _scan_line(text[start:end], engine, scan, seen)
-        pos = end + 1
+    skipped = report_mask(text[:start]) if start else 0
+    if "\r" in text:  # progress bars: a carriage return ends a line too
+        text = text.replace("\r", "\n")
+    reports = _scan_text(text, start, context_engine, scan, ansi)
+    if reports is not None and not ansi:
+        scan.reports = literals_of(reports | skipped)
     return scan
 
 
-_EOL = re.compile(r"[\r\n]")
+def _first_line_start(text: str) -> int | None:
+    """Where the first line that can matter starts (or a line before it); None when no line
+    can: most tool outputs hold no server log, and are passed over at C speed."""
+    if text[:1] in ENGINE_FIRST_CHARS:
+        return 0
+    m = _first_candidate().search(text)
+    if m is None:
+        return None
+    hit = m.start()
+    if text[hit] in "\r\n":  # a line break before an engine prefix
+        return hit + 1
+    return max(text.rfind("\n", 0, hit), text.rfind("\r", 0, hit)) + 1
 
 
-def _scan_lines(
-    text: str, engine: str, scan: LogScan, seen: set[tuple[str, str, str | None]]
-) -> None:
-    """Every line in turn: the path for text holding ANSI codes, which can hide needles."""
-    for raw in iter_lines(text):
-        if len(raw) > MAX_LINE:
+def _next_line_start(text: str, end: int) -> int | None:
+    """The start of the first line after the one ending at ``end`` that can matter (or of a
+    line before it); None when none can. ``text`` has no carriage returns."""
+    m = _first_candidate().search(text, end)
+    if m is None:
+        return None
+    hit = m.start()
+    return hit + 1 if text[hit] == "\n" else text.rfind("\n", end, hit) + 1
+
+
+_Seen = set[tuple[str, str, "str | None"]]
+
+
+def _scan_text(
+    text: str, start: int, context_engine: ContextEngine, scan: LogScan, ansi: bool
+) -> int | None:
+    """Add the findings of the lines of ``text`` (ended by line feeds only) from ``start`` (a
+    line start) to ``scan``; ``context_engine`` is in force before the first. Returns the
+    ``gates.report_mask`` of those lines, or None when some were passed over unread.
+
+    Logs come in runs of lines that matter (a prefix, a needle or a report literal in each):
+    those are read one after the other. After a line that yields nothing, one regex search
+    finds the next line that can matter, and the lines between are passed over at C speed
+    (not in text with ANSI codes, whose lines are all read). Lines are looked up in a cache;
+    a line seen again under the engine it was applied under is skipped when ``_apply_line``
+    said that it could add nothing more (events already in, numbers counted once; its own
+    prefix names that engine, if any): progress bars and polls repeat lines.
+    """
+    seen: _Seen = set()
+    applied: dict[str, str] = {}
+    engines = scan.engines_seen
+    engine = context_engine if isinstance(context_engine, str) else None
+    reports: int | None = 0
+    lines = _lines(text, start)
+    end = start - 1  # where the line read last ends in ``text``
+    for raw in lines:
+        end += len(raw) + 1
+        if ansi and "\x1b" in raw and len(raw) <= MAX_LINE:
+            raw = ANSI.sub("", raw)
+        if applied.get(raw, _UNSEEN) == engine:
+            continue
+        if len(raw) <= CACHED_LINE:
+            line_engine, log_ts, facts, mask = _raw_line_facts(raw)
+        elif len(raw) <= MAX_LINE:
+            line_engine, log_ts, facts, mask = _uncached_line_facts(raw)
+        else:
+            engine = engine or _called(context_engine)
             _long_line(raw, engine, scan, seen)
-        elif raw:
-            engine = _scan_line(ANSI.sub("", raw) if "\x1b" in raw else raw, engine, scan, seen)
+            line_engine, facts, mask = None, None, report_mask(raw)
+        if mask and reports is not None:
+            reports |= mask
+        if line_engine:
+            engine = line_engine
+            engines.add(line_engine)
+        if facts is not None:
+            engine = engine or _called(context_engine)
+            if _apply_line(raw, log_ts, facts, engine, scan, seen):
+                applied[raw] = engine
+        elif not (line_engine or mask or ansi) and end < len(text):
+            following = _next_line_start(text, end)
+            if following != end + 1:
+                reports = None
+            if following is None:
+                break
+            _drop(lines, text.count("\n", end + 1, following))
+            end = following - 1
+    return reports
 
 
-def _scan_line(
-    raw: str, engine: str, scan: LogScan, seen: set[tuple[str, str, str | None]]
-) -> str:
-    """Add one ANSI-free line's findings to ``scan``; returns the engine in force after it."""
-    line_engine, log_ts, facts = _raw_line_facts(raw)
-    if line_engine:
-        engine = line_engine
-        scan.engines_seen.add(line_engine)
-    if facts is None:
-        return engine
+_UNSEEN = object()
+
+
+def _lines(text: str, start: int) -> Iterator[str]:
+    """The lines of ``text`` from ``start`` (a line start), split at C speed a chunk of about
+    ``SPLIT_CHUNK`` characters at a time: all at once, a long output of short lines would be
+    held as a million strings."""
+    if len(text) - start <= SPLIT_CHUNK:
+        return iter((text[start:] if start else text).split("\n"))
+    return chain.from_iterable(chunk.split("\n") for chunk in _chunks(text, start))
+
+
+def _chunks(text: str, start: int) -> Iterator[str]:
+    """``text`` from ``start`` cut at line feeds about every ``SPLIT_CHUNK`` characters (the
+    line feeds cut at are left out: the chunks' lines are the text's lines)."""
+    while True:
+        cut = text.find("\n", start + SPLIT_CHUNK)
+        if cut < 0:
+            yield text[start:]
+            return
+        yield text[start:cut]
+        start = cut + 1
+
+
+def _drop(lines: Iterator[str], count: int) -> None:
+    """Consume ``count`` items of ``lines`` (at C speed)."""
+    next(islice(lines, count, count), None)
+
+
+def _called(context_engine: ContextEngine) -> str:
+    """The context engine, found now if it is given as a function."""
+    return context_engine if isinstance(context_engine, str) else context_engine()
+
+
+def _apply_line(
+    raw: str, log_ts: str | None, facts: _LineFacts, engine: str, scan: LogScan, seen: _Seen
+) -> bool:
+    """Add one line's findings to ``scan`` under the engine in force; True when adding the same
+    line again under the same engine would change nothing."""
     events, failures, numbers = facts
     for sig_engine, event, by_engine, detail in events:
         ev_engine = sig_engine if sig_engine != "any" else engine
@@ -359,35 +515,46 @@ def _scan_line(
         if key not in seen:
             seen.add(key)
             scan.events.append(EventHit(f_engine, event, detail, log_ts))
-    if numbers and len(scan.numbers) < MAX_RESULTS:
-        if scan.counted is not None and log_ts:
-            if raw in scan.counted:
-                return engine
+    if not numbers or len(scan.numbers) >= MAX_RESULTS:
+        return True
+    if scan.counted is not None and log_ts:
+        if raw not in scan.counted:
             scan.counted.add(raw)
-        scan.numbers.extend(numbers)
-    return engine
+            scan.numbers.extend(numbers)
+        return True
+    scan.numbers.extend(numbers)
+    return False
 
 
 _EventTemplate = tuple[str, str, "dict[str, str] | None", "str | None"]
 _LineFacts = tuple[
     tuple[_EventTemplate, ...], tuple[tuple[str, str, str], ...], tuple[NumberHit, ...]
 ]
+_RawLineFacts = tuple["str | None", "str | None", "_LineFacts | None", int]
 
 
 @lru_cache(maxsize=LINE_CACHE)
-def _raw_line_facts(raw: str) -> tuple[str | None, str | None, _LineFacts | None]:
-    """(engine, log_ts, facts) of an ANSI-free line: polls re-read the same log lines."""
+def _raw_line_facts(raw: str) -> _RawLineFacts:
+    """(engine, log_ts, facts, report mask) of an ANSI-free line: polls re-read the same log
+    lines."""
     line_engine, msg, log_ts, _, _ = _split_prefix(raw)
-    return line_engine, log_ts, _line_facts(msg)
+    return line_engine, log_ts, _line_facts(msg), report_mask(raw)
 
 
-@lru_cache(maxsize=LINE_CACHE)
-def _line_facts(msg: str) -> _LineFacts | None:
+def _uncached_line_facts(raw: str) -> _RawLineFacts:
+    """The same for a line longer than ``CACHED_LINE``, remembered in no cache."""
+    line_engine, msg, log_ts, _, _ = _split_prefix(raw)
+    return line_engine, log_ts, _message_facts(msg), report_mask(raw)
+
+
+def _message_facts(msg: str) -> _LineFacts | None:
     """What a prefix-stripped message yields before engine context is applied (None: nothing)."""
-    if not _any_needle().search(msg):
+    found = _anchors_in(msg)
+    if not found:
         return None
+    selection = _selection(found)
     events: list[_EventTemplate] = []
-    for sig in _signatures()["events"]:
+    for sig in selection.events:
         if sig["needle"] not in msg:
             continue
         event = _signature_event(sig, msg)
@@ -395,14 +562,20 @@ def _line_facts(msg: str) -> _LineFacts | None:
             continue
         detail = msg[:DETAIL_CHARS].strip() or None
         events.append((sig["engine"], event, sig.get("event_by_engine"), detail))
-    failures = tuple((f.engine, f.event, f.detail or f.text) for f in failure_hits(msg))
-    numbers = tuple(line_numbers(LogLine(None, msg)))
+    failures = tuple(
+        (f.engine, f.event, f.detail or f.text) for f in failure_hits(msg, selection.failures)
+    )
+    numbers = tuple(_numbers(msg, selection.numbers, selection.batch_specs))
+    if not (events or failures or numbers):
+        return None
     return tuple(events), failures, numbers
 
 
-def _long_line(
-    raw: str, engine: str, scan: LogScan, seen: set[tuple[str, str, str | None]]
-) -> None:
+_line_facts = lru_cache(maxsize=LINE_CACHE)(_message_facts)
+"""The same, cached: a message recurs under new timestamps."""
+
+
+def _long_line(raw: str, engine: str, scan: LogScan, seen: _Seen) -> None:
     for fail in failure_hits(raw):
         f_engine = fail.engine if fail.engine != "any" else engine
         key = (f_engine, fail.event, fail.detail or fail.text)

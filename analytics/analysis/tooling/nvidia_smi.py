@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from .gates import CSV_MEMORY, CSV_UTILIZATION, SMI_TABLE, Holds
 from .logs import iter_lines
 
 MAX_GPUS_ROWS = 4096
@@ -43,7 +44,7 @@ def _fields() -> dict[str, list[str]]:
 
 def table_numbers(text: str) -> list[GpuNumber]:
     """Numbers from the default ``nvidia-smi`` table (every snapshot in the text)."""
-    if "NVIDIA-SMI " not in text:
+    if SMI_TABLE not in text:
         return []
     out: list[GpuNumber] = []
     gpu: str | None = None
@@ -81,13 +82,17 @@ def table_numbers(text: str) -> list[GpuNumber]:
     return out
 
 
-def csv_numbers(text: str, command: str | None = None) -> list[GpuNumber]:
-    """Numbers from ``--format=csv`` output; needs a header line or ``--query-gpu`` in the command."""
+def csv_numbers(
+    text: str, command: str | None = None, holds: Holds | None = None
+) -> list[GpuNumber]:
+    """Numbers from ``--format=csv`` output; needs a header line or ``--query-gpu`` in the command.
+    ``holds``: see ``gpu_numbers``."""
     query = _QUERY.search(command or "")
     columns: list[str] | None = None
     if query and "noheader" in (command or ""):
         columns = [c.strip() for c in query.group(1).split(",")]
-    if columns is None and "memory." not in text and "utilization." not in text:
+    holds = holds or text.__contains__
+    if columns is None and not holds(CSV_MEMORY) and not holds(CSV_UTILIZATION):
         return []
     out: list[GpuNumber] = []
     row_no = 0
@@ -120,5 +125,11 @@ def _csv_row(columns: list[str], cells: list[str], row_no: int) -> list[GpuNumbe
     return out
 
 
-def gpu_numbers(text: str, command: str | None = None) -> list[GpuNumber]:
-    return table_numbers(text) + csv_numbers(text, command)
+def gpu_numbers(
+    text: str, command: str | None = None, holds: Holds | None = None
+) -> list[GpuNumber]:
+    """Table and csv numbers. ``holds`` tells whether the output holds a ``gates`` literal
+    (by default the output is searched): a parser runs only when it holds its own."""
+    holds = holds or text.__contains__
+    table = table_numbers(text) if holds(SMI_TABLE) else []
+    return table + csv_numbers(text, command, holds)
