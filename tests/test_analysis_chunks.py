@@ -105,6 +105,20 @@ def test_tail_rows_are_the_last_contexts(sample_db: Path) -> None:
             assert contexts_from_rows(*tail_rows(rows, n)) == expected
 
 
+def test_records_share_their_fields_set_safely(sample_db: Path) -> None:
+    """The loader hands the records of a chunk one fields-set: changing or copying a record
+    leaves it, and the other records, as they were."""
+    con = duckdb.connect(str(sample_db), read_only=True)
+    sid = con.execute("SELECT session_id FROM sessions ORDER BY n_messages DESC").fetchone()[0]
+    first, second = load_contexts(con, sid, 0, 10**6)[:2]
+    every = set(Message.model_fields)
+    first.message.text = "changed"
+    copy = second.message.model_copy(update={"text": "copied"})
+    assert second.message.text != "copied" and copy.text == "copied"
+    assert first.message.model_fields_set == second.message.model_fields_set == every
+    assert copy.model_fields_set == every
+
+
 @needs_worker
 def test_worker_tags_what_the_tagger_tags(sample_db: Path) -> None:
     con = duckdb.connect(str(sample_db), read_only=True)

@@ -466,12 +466,12 @@ def test_no_trigger_no_spacy() -> None:
 def test_triggers_cover_every_shipped_pattern() -> None:
     """Every shipped prose rule translates into at least one trigger regex (none is "always run")."""
     from analytics.analysis.tagging.components import PATTERNS_DIR, read_jsonl
-    from analytics.analysis.tagging.triggers import trigger_regexes, variants
+    from analytics.analysis.tagging.triggers import compile_triggers, variants
 
     for row in read_jsonl(PATTERNS_DIR / "prose.jsonl"):
         seqs = variants(row["pattern"])
         assert seqs is not None, row["id"]
-        assert trigger_regexes(seqs), row["id"]
+        assert compile_triggers(seqs), row["id"]
     # untranslatable attributes mean "always a candidate", never a silent miss
     assert variants([{"POS": "VERB"}, {"LOWER": "because"}]) is None
 

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import re
+from functools import cache
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytics.analysis.literals import literal_trie
-from analytics.analysis.tagging.components import _QUOTE_MARKS, _QUOTED_LINE, quoted_regions
+from analytics.analysis.tagging import triggers
+from analytics.analysis.tagging.components import (
+    _QUOTE_MARKS,
+    _QUOTED_LINE,
+    PATTERNS_DIR,
+    quoted_regions,
+    read_jsonl,
+)
 from analytics.analysis.tagging.polling import _TIME, _TIMEOUT
+from analytics.analysis.tagging.tools import ToolRules
+from analytics.analysis.tagging.triggers import Step, variants
 
 PIECES = [
     "`", "```", '"', "“", "”", "'", "\n", "\n\n", " ", "\t", ">", "[2024-01-01", "INFO",
@@ -45,3 +56,82 @@ def test_literal_trie_finds_any_word(words: set[str], text: str) -> None:
 def test_timeout_prefilter_never_hides_a_timeout(text: str) -> None:
     if _TIMEOUT.search(text):
         assert _TIME.search(text)
+
+
+# --- prose triggers: WordTrigger, the guards and the shared letter-end -------------------
+
+
+@cache
+def _prose_seqs(role: str) -> list[list[Step]]:
+    seqs: list[list[Step]] = []
+    for row in read_jsonl(PATTERNS_DIR / "prose.jsonl"):
+        if role in row.get("roles", ["user", "assistant"]):
+            seqs += variants(row["pattern"]) or []
+    return seqs
+
+
+@cache
+def _word_triggers(role: str) -> tuple[triggers.WordTrigger, re.Pattern[str]]:
+    """The role's ``WordTrigger`` and ``\\b(?:trie)`` as it was written before the fast
+    paths: no guards, every word with its own letter-end."""
+    word = triggers.compile_triggers(_prose_seqs(role))[0]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(triggers, "_guard", lambda firsts: "")
+        m.setattr(triggers, "_share_letter_end", lambda alts: alts)
+        plain = triggers.compile_triggers(_prose_seqs(role))[0]
+    assert isinstance(word, triggers.WordTrigger) and isinstance(plain, triggers.WordTrigger)
+    return word, re.compile(r"\b(?:" + plain.body + ")")
+
+
+SEPARATORS = [" ", " ", "  ", "\n", ",", ".", ":", "?", "%", "-", "é", "_", "2", "x", "İ", "'s", "“"]
+
+
+@st.composite
+def _phrases(draw: st.DrawFn) -> str:
+    """A realisation of one prose trigger sequence (a word of each token), so that texts hold
+    whole matches, not just their first words."""
+    seqs = _prose_seqs(draw(st.sampled_from(["user", "assistant"])))
+    words = [draw(st.sampled_from(tok)) for tok, _ in draw(st.sampled_from(seqs))]
+    words = [w for w in words if w not in ("*", "\\d")] or ["x"]
+    return " ".join(words)
+
+
+trigger_texts = st.lists(_phrases() | st.sampled_from(SEPARATORS), max_size=12).map("".join)
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+@given(text=trigger_texts)
+@settings(max_examples=300, deadline=None)
+def test_word_trigger_finds_what_the_plain_trie_finds(role: str, text: str) -> None:
+    word, plain = _word_triggers(role)
+    lower = text.lower()
+    assert word.spans(lower) == [m.span() for m in plain.finditer(lower)]
+    assert word.search(lower) == (plain.search(lower) is not None)
+
+
+# --- tool outputs: one literal scan shared by the markers and the rules --------------------
+
+_RULES = ToolRules()
+_LITERALS = sorted(
+    {n for _, _, needs in _RULES.markers for n in needs} | {n for r in _RULES.rules for n in r.needs}
+)
+output_texts = st.lists(
+    st.sampled_from(_LITERALS)
+    | st.sampled_from(["\n", " ", "Traceback (most recent call last):", "x" * 30, "Error: ", ": 1"])
+    | st.sampled_from(["exit code 3", "Killed\n", "aborted", "ERROR: boom", "bash: foo: command not found"]),
+    max_size=12,
+).map("".join)
+
+
+@given(output_texts, st.integers(0, 3))
+@settings(max_examples=400, deadline=None)
+def test_shared_scan_changes_no_hit(text: str, pad: int) -> None:
+    """Markers and rule hits with the shared literal scan are those without it; long texts
+    (read at head and tail only) included."""
+    text = text + "." * (pad * 15_000) + text
+    plain = ToolRules()
+    plain._quiet = lambda text: False  # type: ignore[method-assign]
+    for where in ("text", "output", "error"):
+        assert _RULES.abort(where, text) == plain.abort(where, text)
+    for on in ("output", "text"):
+        assert _RULES.text_hits(on, text) == plain.text_hits(on, text)

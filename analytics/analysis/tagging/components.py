@@ -103,6 +103,8 @@ class PatternTagger:
         """role -> indexes of the rules without an anchor (run on every doc)."""
         self.phrases: dict[str, PhraseMatcher] = {}
         self.rules: dict[str, dict[str, Any]] = {}
+        self._key_ids: dict[str, list[int]] = {}
+        """role -> the string-store id of each rule key of ``patterns[role]`` (a Matcher's match id)."""
         self.triggers: dict[str, dict[str, list[list[list[Step]] | None]]] = {}
         """role -> label -> the prefilter token sequences of each rule (None: cannot be prefiltered)."""
         for p in paths or [str(PATTERNS_DIR / "prose.jsonl")]:
@@ -137,6 +139,7 @@ class PatternTagger:
                 raise RuleError(f"{row.get('_where', '?')}: invalid pattern: {exc}") from exc
             rules = self.patterns.setdefault(role, [])
             rules.append((key, pat))
+            self._key_ids.setdefault(role, []).append(self.vocab.strings.add(key))
             self.required.setdefault(role, []).append(required)
             if not required:
                 self.unanchored.setdefault(role, []).append(len(rules) - 1)
@@ -151,7 +154,8 @@ class PatternTagger:
         hits: list[tuple[int, int, int, int]] = []
         candidates = self._candidates(doc, role)
         if candidates:
-            order = {self.vocab.strings[self.patterns[role][i][0]]: i for i in candidates}
+            key_ids = self._key_ids[role]
+            order = {key_ids[i]: i for i in candidates}
             matcher = self._matcher(role, candidates)
             hits.extend((start, -end, order[m], m) for m, start, end in matcher(doc))
         if role in self.phrases:
@@ -169,14 +173,12 @@ class PatternTagger:
         index = self.anchored.get(role, {})
         found = set(self.unanchored.get(role, ()))
         if index:
-            words = {int(h) for h in doc.to_array([LOWER, ORTH]).ravel().tolist()}
-            anchored: set[int] = set()
-            for h in words:
-                anchored.update(index.get(h, ()))
+            words = set(doc.to_array([LOWER, ORTH]).ravel().tolist())  # Python ints
             required = self.required[role]
-            found.update(
-                i for i in anchored if all(not s.isdisjoint(words) for s in required[i])
-            )
+            for h in index.keys() & words:  # the doc's anchor words, in C
+                for i in index[h]:
+                    if i not in found and all(not s.isdisjoint(words) for s in required[i]):
+                        found.add(i)
         return tuple(sorted(found))
 
     def _matcher(self, role: str, rules: tuple[int, ...]) -> Matcher:
@@ -361,12 +363,16 @@ class ProseFilter:
         except ValueError:  # no sentence boundaries set
             return span.doc[:]
 
-    def _keep(self, span: Span, regions: list[tuple[int, int]]) -> bool:
+    def _keep(self, span: Span, regions: list[tuple[int, int]], text: str) -> bool:
+        """``text``: the doc's text (``sent.text`` is sliced from it: spaCy joins a span's
+        text from its tokens, each time)."""
         if any(a <= span.start_char and span.end_char <= b for a, b in regions):
             return False
         sent = self._sentence(span)
         tail = span.doc[span.end : min(sent.end, span.end + 3)]
-        if sent.text.rstrip().endswith("?") or any(t.text == "?" for t in tail):
+        if text[sent.start_char : sent.end_char].rstrip().endswith("?") or any(
+            t.text == "?" for t in tail
+        ):
             return False
         before = [t.lower_ for t in span.doc[sent.start : span.start]]
         inside = [t.lower_ for t in span]
@@ -466,14 +472,14 @@ class ProseFilter:
         return False
 
     def match(self, doc: Doc) -> list[Span]:
+        spans = list(doc.spans.get(self.spans_key, []))
+        if all(span.label_ not in self.LABELS for span in spans):
+            return spans
+        text = doc.text  # joined from the tokens: once per doc
         regions = doc.user_data.get("quoted")
         if regions is None:
-            regions = quoted_regions(doc.text)
-        keep = []
-        for span in doc.spans.get(self.spans_key, []):
-            if span.label_ not in self.LABELS or self._keep(span, regions):
-                keep.append(span)
-        return keep
+            regions = quoted_regions(text)
+        return [s for s in spans if s.label_ not in self.LABELS or self._keep(s, regions, text)]
 
     def set_annotations(self, doc: Doc, keep: list[Span]) -> None:
         doc.spans[self.spans_key] = keep

@@ -11,6 +11,7 @@ import gc
 import hashlib
 import re
 from collections.abc import Iterator
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from analytics.analysis.tagging.tools import (
     load_extra_regex_rules,
     message_error,
 )
-from analytics.analysis.tagging.triggers import WINDOW_CHARS, trigger_regexes, windows
+from analytics.analysis.tagging.triggers import WINDOW_CHARS, Trigger, compile_triggers, windows
 from analytics.models import MessageContext, Tag
 
 RULES_VERSION = "1.0"
@@ -104,10 +105,11 @@ class Tagger:
         opener = sorted(lexicon()["failure_opener"], key=len, reverse=True)
         self._opener = re.compile(r"\b(?:" + "|".join(map(re.escape, opener)) + r")\b")
         self._piece_cache: dict[_PieceKey, list[tuple[str, str, str, int, int]]] = {}
-        self._trigger_cache: dict[str, list[tuple[frozenset[str], list[re.Pattern[str]] | None]]] = {}
+        self._trigger_cache: dict[str, list[tuple[frozenset[str], list[Trigger] | None]]] = {}
 
-    @property
+    @cached_property
     def _checkin_max(self) -> int:
+        """The check-in gate's word limit (asked for every user message: looked up once)."""
         return int(self.nlp.get_pipe("checkin_gate").max_tokens)  # type: ignore[attr-defined]
 
     @property
@@ -163,23 +165,26 @@ class Tagger:
             evidence = f"{call.tool} {call.input or ''}"[:200]
             add(by_idx[idx], idx, Hit("polling_loop", "polling:background", evidence, 0, 0))
         errors = {idx for idx, label in found if label == "error"}
-        for ctx, hit in self._prose_hits(batch, errors):
+        texts = [self.prose(ctx) for ctx in batch]  # read by the rules and the classifier
+        for ctx, hit in self._prose_hits(batch, texts, errors):
             add(ctx, ctx.message.msg_idx, hit)
-        for tag in self._model_tags(batch, found):
+        for tag in self._model_tags(batch, texts, found):
             found[(tag.msg_idx, tag.tag)] = tag
         return sorted(found.values(), key=lambda t: (t.msg_idx, t.tag))
 
     # --- learned: diagnosis ------------------------------------------------
-    def _model_tags(self, batch: list[MessageContext], found: dict[tuple[int, str], Tag]) -> list[Tag]:
+    def _model_tags(
+        self, batch: list[MessageContext], texts: list[str | None], found: dict[tuple[int, str], Tag]
+    ) -> list[Tag]:
         """``diagnosis`` from the classifier for assistant messages the rules did not tag:
-        score = calibrated probability of the best prefiltered sentence."""
+        score = calibrated probability of the best prefiltered sentence. ``texts``: the
+        ``prose`` of each message of ``batch``."""
         if self.diagnosis is None:
             return []
         todo: list[tuple[MessageContext, str]] = []
-        for ctx in batch:
+        for ctx, text in zip(batch, texts, strict=True):
             if ctx.message.role != "assistant" or (ctx.message.msg_idx, "diagnosis") in found:
                 continue
-            text = self.prose(ctx)
             if text is not None:
                 todo.append((ctx, text))
         threshold = self.diagnosis.settings.threshold
@@ -258,12 +263,12 @@ class Tagger:
         return text
 
     # --- prose prefilter ----------------------------------------------------
-    def _triggers(self, role: str) -> list[tuple[frozenset[str], list[re.Pattern[str]] | None]]:
-        """(labels, prefilter regexes) for the prose rules of ``role``: whole-message labels
+    def _triggers(self, role: str) -> list[tuple[frozenset[str], list[Trigger] | None]]:
+        """(labels, prefilters) for the prose rules of ``role``: whole-message labels
         apart from the rest; None when a rule cannot be prefiltered."""
         if role not in self._trigger_cache:
             by_label = self.nlp.get_pipe("tag_patterns").triggers.get(role, {})  # type: ignore[attr-defined]
-            groups: list[tuple[frozenset[str], list[re.Pattern[str]] | None]] = []
+            groups: list[tuple[frozenset[str], list[Trigger] | None]] = []
             for whole in (True, False):
                 labels = frozenset(k for k in by_label if (k in WHOLE_MESSAGE_LABELS) == whole)
                 rules = [r for k in labels for r in by_label[k]]
@@ -272,7 +277,7 @@ class Tagger:
                 if any(r is None for r in rules):
                     groups.append((labels, None))
                 else:
-                    groups.append((labels, trigger_regexes([v for r in rules if r for v in r])))
+                    groups.append((labels, compile_triggers([v for r in rules if r for v in r])))
             self._trigger_cache[role] = groups
         return self._trigger_cache[role]
 
@@ -282,17 +287,17 @@ class Tagger:
         hits: list[tuple[int, int]] = []
         lower = text.lower()
         short = len(text) <= SHORT_PROSE_CHARS
-        for labels, regexes in self._triggers(ctx.message.role):
+        for labels, triggers in self._triggers(ctx.message.role):
             whole = labels <= WHOLE_MESSAGE_LABELS
             if labels == {"user_checkin"} and _more_words_than(text, self._checkin_max):
                 continue  # the check-in gate drops it anyway
-            if regexes is None:
+            if triggers is None:
                 return [(0, len(text))]
-            for rx in regexes:
-                if (whole or short) and rx.search(lower):
+            for trigger in triggers:
+                if (whole or short) and trigger.search(lower):
                     return [(0, len(text))]
                 if not (whole or short):
-                    hits.extend(m.span() for m in rx.finditer(lower))
+                    hits.extend(trigger.spans(lower))
         return windows(text, sorted(hits)) if hits else []
 
     def _failure_context(self, text: str) -> bool:
@@ -301,16 +306,16 @@ class Tagger:
         return self._opener.search(head) is not None
 
     def _prose_hits(
-        self, batch: list[MessageContext], errors: set[int]
+        self, batch: list[MessageContext], texts: list[str | None], errors: set[int]
     ) -> Iterator[tuple[MessageContext, Hit]]:
         """Prose tags of ``batch``: trigger windows through spaCy (``nlp.pipe``), each
-        distinct window once (short messages such as "ok?" repeat a lot). ``errors``:
-        msg_idx of the records tagged ``error`` (an assistant message after one explains it)."""
+        distinct window once (short messages such as "ok?" repeat a lot). ``texts``: the
+        ``prose`` of each message; ``errors``: msg_idx of the records tagged ``error`` (an
+        assistant message after one explains it)."""
         todo: list[tuple[MessageContext, int, _PieceKey]] = []
         fresh: dict[_PieceKey, None] = {}
         after_error = False
-        for ctx in batch:
-            text = self.prose(ctx)
+        for ctx, text in zip(batch, texts, strict=True):
             failed = after_error
             if ctx.message.msg_idx in errors:
                 after_error = True

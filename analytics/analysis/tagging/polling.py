@@ -335,9 +335,14 @@ def background_job_id(call: ToolCall) -> str | None:
 
 def _only_waits(call: ToolCall) -> bool:
     """A shell call that merely sleeps (between two re-checks)."""
-    if not shell_tool(call):
-        return False
-    core = [core_words(c.words) for c in parse_shell(call.command or "").commands]
+    return shell_tool(call) and _waits_only(call.command or "")
+
+
+@lru_cache(maxsize=4096)
+def _waits_only(command: str) -> bool:
+    """``command`` only sleeps, echoes or does nothing. Cached, as ``parse_shell`` is: every
+    shell call of a batch is asked, and agents repeat their commands."""
+    core = [core_words(c.words) for c in parse_shell(command).commands]
     return bool(core) and all(w and w[0] in ("sleep", "echo", "true") for w in core)
 
 

@@ -13,12 +13,18 @@ bounded in length).
 A pattern using attributes that cannot be translated (POS, LEMMA, REGEX …)
 compiles to ``None``, which means "always a candidate": such rules still work,
 they just do not get the speed-up.
+
+The trie regex ``\\b(?:trie)`` is not run as such: the engine would try it at every
+character. ``WordTrigger`` finds the same matches trying it only after a non-word
+character (see there).
 """
 
 from __future__ import annotations
 
+import gc
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 from spacy.lang.en.lex_attrs import _num_words, _ordinal_words
 
@@ -101,7 +107,25 @@ def _alt(tok: Token) -> str:
     alts = [re.escape(w) + (_LETTER_END if w[-1:].isalpha() else "") for w in tok if w != "\\d"]
     if "\\d" in tok:
         alts.append(NUMBER)
-    return "(?:" + "|".join(sorted(alts, key=len, reverse=True)) + ")"
+    return "(?:" + "|".join(_share_letter_end(sorted(alts, key=len, reverse=True))) + ")"
+
+
+def _share_letter_end(alts: list[str]) -> list[str]:
+    """``alts`` with each run of alternatives ending in ``_LETTER_END`` written once as
+    ``(?:a|b)`` + ``_LETTER_END``: the same matches in the same order (backtracking into the
+    group tries ``b`` after ``a``), from half the pattern text, which is what compiling costs."""
+    out: list[str] = []
+    run: list[str] = []
+    for alt in [*alts, ""]:  # "" flushes the last run
+        if alt.endswith(_LETTER_END):
+            run.append(alt[: -len(_LETTER_END)])
+            continue
+        if run:
+            out.append((run[0] if len(run) == 1 else "(?:" + "|".join(run) + ")") + _LETTER_END)
+            run = []
+        if alt:
+            out.append(alt)
+    return out
 
 
 def _seq(steps: list[Step]) -> str:
@@ -112,12 +136,27 @@ def _seq(steps: list[Step]) -> str:
     return "".join(out)
 
 
+def _first_words(steps: list[Step]) -> frozenset[str] | None:
+    """The words one of which every match of ``_seq(steps)`` opens with; None when it can
+    open otherwise (with a number, any word, or nothing at all)."""
+    words: set[str] = set()
+    for tok, op in steps:
+        if "*" in tok or "\\d" in tok:
+            return None
+        words.update(tok)
+        if op != "*":
+            return frozenset(words)
+    return None
+
+
 class _Node:
-    __slots__ = ("kids", "rests")
+    __slots__ = ("kids", "rests", "firsts")
 
     def __init__(self) -> None:
         self.kids: dict[str, _Node] = {}
         self.rests: set[str] | None = None
+        self.firsts: list[frozenset[str] | None] = []
+        """``_first_words`` of each rest."""
 
 
 def _emit(node: _Node) -> str:
@@ -125,31 +164,137 @@ def _emit(node: _Node) -> str:
     if node.rests is not None:
         cont = _LETTER_END
         if "" not in node.rests:
-            cont += r"\s*(?:" + "|".join(sorted(node.rests)) + ")"
+            guard = _guard(node.firsts) if len(node.rests) > 1 else ""
+            cont += r"\s*" + guard + "(?:" + "|".join(sorted(node.rests)) + ")"
         alts.append(cont)
     return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
-def trigger_regexes(seqs: list[list[Step]]) -> list[re.Pattern[str]]:
-    """Regexes for lower-cased text over all ``seqs``: one is a character trie of the
+def _guard(firsts: list[frozenset[str] | None]) -> str:
+    """A lookahead that holds wherever one of the rests can match: one of their first words
+    is next. The rests are tried one after the other, and after a common word ("the", "it")
+    each costs a few steps even when the next word opens none of them; the guard, a character
+    trie, rejects that word after a character or two. Matches are unchanged (a lookahead
+    neither consumes nor captures); "" when a rest can open otherwise. Only worth its pattern
+    text (compile time) where there are several rests: one rest checks its first word as fast."""
+    words: set[str] = set()
+    for first in firsts:
+        if first is None:
+            return ""
+        words |= first
+    root = _Node()
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.kids.setdefault(ch, _Node())
+        node.rests = {""}
+    return "(?=" + _emit_words(root) + ")"
+
+
+def _emit_words(node: _Node, last: str = "") -> str:
+    """A trie of words (``rests`` marks a word's end), each matched as ``_alt`` matches it:
+    a word ending in a letter not followed by another letter. ``last``: the character into
+    ``node``."""
+    alts = [re.escape(ch) + _emit_words(kid, ch) for ch, kid in sorted(node.kids.items())]
+    if node.rests is not None:
+        alts.append(_LETTER_END if last.isalpha() else "")
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+class Trigger(Protocol):
+    """A prefilter over lower-cased text."""
+
+    def search(self, lower: str) -> bool:
+        """True when it matches somewhere in ``lower``."""
+
+    def spans(self, lower: str) -> list[tuple[int, int]]:
+        """Its matches in ``lower``, as ``finditer`` gives them."""
+
+
+class PatternTrigger:
+    """A plain regex (the sequences that open with punctuation: the engine's literal search
+    finds their first character fast)."""
+
+    def __init__(self, pattern: str) -> None:
+        self.regex = re.compile(pattern)
+
+    def search(self, lower: str) -> bool:
+        return self.regex.search(lower) is not None
+
+    def spans(self, lower: str) -> list[tuple[int, int]]:
+        return [m.span() for m in self.regex.finditer(lower)]
+
+
+class WordTrigger:
+    """The matches of ``\\b(?:<body>)``, where every match of ``body`` opens with a letter.
+
+    Such a match starts at the text's start or right after a non-word character, so the
+    regex is tried only there: ``[^0-9A-Za-z_](?:body)`` runs the engine's fast loop over a
+    character class to the next candidate instead of entering the trie at every character
+    (a quarter of the time on prose). The text is searched with a space in front, for the
+    matches at its start. Outside ASCII the class also takes letters (``é``): there a
+    candidate after a word character is dropped, as ``\\b`` would. After a match the search
+    goes on from its end, as ``finditer``'s does: the character before the next candidate
+    may be the match's last one."""
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+        self.regex = re.compile(r"[^0-9A-Za-z_](?:" + body + ")")
+
+    def _matches(self, lower: str) -> Iterator[tuple[int, int]]:
+        """The (start, end) of each match in ``lower``, in order."""
+        padded, plain = " " + lower, lower.isascii()
+        search = self.regex.search
+        pos = 0
+        while (m := search(padded, pos)) is not None:
+            start = m.start()  # in ``lower``: the body's start in ``padded``, less the space
+            if plain or start == 0 or not _is_word_char(lower[start - 1]):
+                yield start, m.end() - 1
+                pos = m.end() - 1
+            else:
+                pos = start + 1
+
+    def search(self, lower: str) -> bool:
+        return next(self._matches(lower), None) is not None
+
+    def spans(self, lower: str) -> list[tuple[int, int]]:
+        return list(self._matches(lower))
+
+
+def _is_word_char(ch: str) -> bool:
+    """``ch`` matches ``\\w`` (what ``\\b`` looks at)."""
+    return ch.isalnum() or ch == "_"
+
+
+def compile_triggers(seqs: list[list[Step]]) -> list[Trigger]:
+    """Prefilters for lower-cased text over all ``seqs``: one is a character trie of the
     first words (each position is rejected after a character or two), then the rest;
-    sequences that start with punctuation (``%``, ``?``) go into a second one."""
-    letters, others, others_first = _Node(), set(), set()
+    sequences that start with punctuation (``%``, ``?``) go into a second one. Compiled with
+    the cyclic collector off: parsing a large pattern allocates much and the collector would
+    walk the whole heap meanwhile (twice the compile time in a process that loaded spaCy)."""
+    letters, others = _Node(), set()
     for seq in seqs:
         (tok, op), rest = seq[0], seq[1:]
-        tail = _seq(([(tok, "*")] if op == "+" else []) + rest)
+        after = ([(tok, "*")] if op == "+" else []) + rest  # what follows the first word
         if not _is_word(seq[0]):
             others.add(_seq(seq))
-            others_first.add(tok[0][:1])
             continue
+        tail, first = _seq(after), _first_words(after)
         for word in tok:
             node = letters
             for ch in word:
                 node = node.kids.setdefault(ch, _Node())
             node.rests = (node.rests or set()) | {tail}
-    out = [re.compile(r"\b" + _emit(letters))] if letters.kids else []
-    if others:  # separate, so that the engine's fast literal search finds them
-        out.append(re.compile("|".join(sorted(others))))
+            node.firsts.append(first)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        out: list[Trigger] = [WordTrigger(_emit(letters))] if letters.kids else []
+        if others:  # separate, so that the engine's fast literal search finds them
+            out.append(PatternTrigger("|".join(sorted(others))))
+    finally:
+        if was_enabled:
+            gc.enable()
     return out
 
 
