@@ -379,15 +379,7 @@ class _AnalysisStream:
             self.analyser.forget_sessions()
             self.analyser.run_messages(self.con, self.session_id, start, extra)
             return
-        hi = self.con.execute(
-            "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [self.session_id]
-        ).fetchone()
-        try:
-            run.feed(hi[0] if hi and hi[0] is not None else -1, final=True)
-        except BaseException:
-            run.stop_worker()
-            raise
-        run.close()
+        run.finish()
 
     def abort(self) -> None:
         if self.run is not None:

@@ -193,16 +193,7 @@ class Analyser:
     ) -> int:
         """Analyse messages ``msg_idx >= start_idx`` plus ``extra_idx`` (older messages whose
         tool calls just completed), replacing any analysis rows they had."""
-        run = MessageRun(self, con, session_id, start_idx, extra_idx)
-        hi = con.execute(
-            "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [session_id]
-        ).fetchone()
-        try:
-            run.feed(hi[0] if hi and hi[0] is not None else -1, final=True)
-        except BaseException:
-            run.stop_worker()
-            raise
-        return run.close()
+        return MessageRun(self, con, session_id, start_idx, extra_idx).finish()
 
     def _tag_rows(self, job: tuple[Rows, Rows]) -> list[Tag]:
         """What the worker process runs: ``tag_in_context`` from the rows of the margin
@@ -398,6 +389,18 @@ class MessageRun:
             self.n += len(contexts)
             lo = hi + 1
         self.next_lo = lo
+
+    def finish(self) -> int:
+        """Analyse the rest of the session's stored messages, then :meth:`close`."""
+        hi = self.con.execute(
+            "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [self.session_id]
+        ).fetchone()
+        try:
+            self.feed(hi[0] if hi and hi[0] is not None else -1, final=True)
+        except BaseException:
+            self.stop_worker()
+            raise
+        return self.close()
 
     def close(self) -> int:
         """Wait for the worker's last tags, write everything, save the tooling state;
