@@ -48,6 +48,9 @@ analysis run while the file is parsed; a 190 MB file peaks at about 1 GB that wa
 STREAM_LAG = 1000
 """Messages at the end of what is stored that the analysis stream leaves for later: their
 tool calls may still be on their way (a call is stored when its result arrives)."""
+PREFORK_BYTES = 32 * 2**20
+"""A file at least this large is expected to be streamed: its tagging worker is forked
+before the parse starts, to load spaCy meanwhile."""
 RELEASE_LOCK_EVERY_S = 1.0
 SESSION_TABLES = (
     "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
@@ -336,11 +339,18 @@ class _AnalysisStream:
     after the parse, exactly as without the stream.
     """
 
-    def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int) -> None:
+        from analytics.analysis.tagging import worker as tag_worker
+
         self.analyser, self.con = analyser, con
         self.run: Any | None = None  # a MessageRun once a session is long enough
         self.session_id: str | None = None
         self.late = False
+        self.worker: Any | None = None
+        """Forked up front for a large file, so that it loads spaCy while the first rows
+        are parsed; the run takes it over (or it is stopped unused)."""
+        if size >= PREFORK_BYTES and tag_worker.available():
+            self.worker = tag_worker.TagWorker(analyser._tag_rows, prepare=analyser.warm_up)
 
     def check(self, session_id: str, msg_idx: int) -> None:
         """A message or call of ``msg_idx`` arrives: too late if that part is analysed."""
@@ -358,7 +368,8 @@ class _AnalysisStream:
             if sid is None or last_idx[sid] - STREAM_LAG - first_idx[sid] + 1 < 2 * CHUNK:
                 return  # short sessions are analysed after the parse
             self.session_id = sid
-            self.run = MessageRun(self.analyser, self.con, sid, first_idx[sid])
+            self.run = MessageRun(self.analyser, self.con, sid, first_idx[sid], worker=self.worker)
+            self.worker = None
         assert self.session_id is not None
         self.run.feed(last_idx[self.session_id] - STREAM_LAG)
 
@@ -382,8 +393,12 @@ class _AnalysisStream:
         run.finish()
 
     def abort(self) -> None:
+        """Stop the worker, whoever holds it (a no-op once the run closed it)."""
         if self.run is not None:
             self.run.stop_worker()
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
 
 
 def _delete_path(con: duckdb.DuckDBPyConnection, path: str) -> None:
@@ -618,7 +633,7 @@ class Ingestor:
         loader = _FileLoader(con, key, self.redactor, taken, staging)
         if self.analyser is not None and staging is None and resume is None:
             # Rows are in the database as they are parsed: analyse while parsing.
-            loader.stream = _AnalysisStream(self.analyser, con)
+            loader.stream = _AnalysisStream(self.analyser, con, size)
         ledger = Ledger()
         # The parse allocates many short-lived records without reference cycles; the cyclic
         # collector would only walk them again and again (~30% of parse time).

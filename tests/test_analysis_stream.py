@@ -5,6 +5,7 @@ the parse, also when a tool result comes back after its message was analysed."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ def streams(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Small flushes and chunks, so that sample-sized sessions are streamed; records how
     each stream ended."""
     monkeypatch.setattr(tag_worker, "MAX_PARENT_RSS_MIB", 1 << 20)
+    monkeypatch.setattr(ingest_module, "PREFORK_BYTES", 0)  # a worker forked for every file
     monkeypatch.setattr(ingest_module, "FLUSH_EVERY", 60)
     monkeypatch.setattr(run, "CHUNK", 20)
     seen: list[dict[str, Any]] = []
@@ -73,6 +75,17 @@ def test_streamed_analysis_stores_what_one_pass_does(
     assert len(streams) >= 3  # most sample sessions were streamed
     assert any(s["upto"] > 0 for s in streams)
     assert _analysis(db) == reference
+    assert not multiprocessing.active_children()  # every worker stopped, used or not
+
+
+def test_a_worker_forked_for_a_short_file_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]]
+) -> None:
+    session = tmp_path / "short.jsonl"
+    _late_result_session(session, 12)  # far too short to stream
+    assert not ingest([session], db=tmp_path / "s.duckdb", build_index=False).errors
+    assert streams == []
+    assert not multiprocessing.active_children()
 
 
 def _late_result_session(path: Path, n: int) -> None:

@@ -123,10 +123,27 @@ class Analyser:
     """Holds the (lazily built) tagger and per-session tooling state for one ingest run."""
 
     def __init__(self, rules: Path | None = None) -> None:
-        from analytics.analysis.tagging import Tagger
-
-        self.tagger = Tagger(extra_rules=rules)
+        self._rules = rules
+        self._tagger: Tagger | None = None
         self._tooling: dict[str, Any] = {}
+
+    @property
+    def tagger(self) -> Tagger:
+        """Built on first use (it imports spaCy): an ingest whose tagging all happens in the
+        worker process never builds it here."""
+        if self._tagger is None:
+            from analytics.analysis.tagging import Tagger
+
+            self._tagger = Tagger(extra_rules=self._rules)
+        return self._tagger
+
+    @property
+    def tagger_loaded(self) -> bool:
+        return self._tagger is not None
+
+    def warm_up(self) -> None:
+        """Build the tagger and load its models now rather than on the first message."""
+        self.tagger.warm_up()
 
     def forget_sessions(self) -> None:
         """Drop the per-session tooling state held in memory (it is re-read from the
@@ -304,8 +321,9 @@ class MessageRun:
 
     WORKER_BACKLOG = 2
     """Chunks the worker may hold before this process tags the next ones itself."""
-    STREAM_BACKLOG = 4
-    """The same while the ingest is still parsing (this process has better things to do)."""
+    STREAM_BACKLOG = 8
+    """The same while the ingest is still parsing (this process has better things to do),
+    or while the tagger is not loaded in this process."""
 
     def __init__(
         self,
@@ -314,12 +332,14 @@ class MessageRun:
         session_id: str,
         start_idx: int,
         extra_idx: Iterable[int] = (),
+        worker: TagWorker | None = None,
     ) -> None:
         self.analyser, self.con, self.session_id = analyser, con, session_id
         self.next_lo = start_idx
         """The first message not handed to a chunk yet."""
         self.n = 0
-        self.worker: TagWorker | None = None
+        self.worker = worker
+        """The tagging worker: given (already forked), or forked by :meth:`feed`."""
         self.pending: deque[_Chunk] = deque()
         analyser._restore_tooling(con, session_id)
         extra = sorted({i for i in extra_idx if i < start_idx})
@@ -354,9 +374,16 @@ class MessageRun:
 
         lo, analyser = self.next_lo, self.analyser
         if self.worker is None and upto - lo + 1 > CHUNK and tag_worker.available():
-            analyser.tagger.warm_up()  # once, here, rather than in each process
+            if final:  # this process will tag too: load once, here, rather than in each
+                analyser.tagger.warm_up()
+            # (while the file is still parsed the worker loads the tagger itself, in parallel)
             self.worker = tag_worker.TagWorker(analyser._tag_rows)
-        backlog = self.WORKER_BACKLOG if final else self.STREAM_BACKLOG
+        # Chunks the worker may hold before this process tags one itself: few once the
+        # tagger is loaded here; while parsing, or before loading spaCy (most of a second)
+        # for a chunk or two, more.
+        backlog = (
+            self.WORKER_BACKLOG if final and analyser.tagger_loaded else self.STREAM_BACKLOG
+        )
         worker = self.worker
         while lo <= upto and (final or lo + CHUNK - 1 <= upto):
             hi = min(lo + CHUNK - 1, upto)

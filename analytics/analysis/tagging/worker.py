@@ -77,7 +77,9 @@ def available() -> bool:
 class TagWorker:
     """A forked process tagging chunks in the order they are submitted."""
 
-    def __init__(self, tag: TagJob) -> None:
+    def __init__(self, tag: TagJob, prepare: Callable[[], object] | None = None) -> None:
+        """Fork the worker; it runs ``prepare`` (e.g. loading the tagger) before its first
+        job, while the parent goes on."""
         ctx = multiprocessing.get_context("fork")
         jobs_r, self._jobs_w = ctx.Pipe(duplex=False)
         self._results_r, results_w = ctx.Pipe(duplex=False)
@@ -86,7 +88,7 @@ class TagWorker:
                 stream.flush()
         self._process = ctx.Process(
             target=_serve,
-            args=(tag, jobs_r, results_w, (self._jobs_w, self._results_r)),
+            args=(tag, jobs_r, results_w, (self._jobs_w, self._results_r), prepare),
             daemon=True,
             name="transcripts-tagger",
         )
@@ -174,10 +176,16 @@ def _serve(
     jobs: Connection,
     results: Connection,
     parent_ends: tuple[Connection, Connection],
+    prepare: Callable[[], object] | None = None,
 ) -> None:
     for end in parent_ends:  # so that our reads end when the parent's end closes
         end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if prepare is not None:
+        try:
+            prepare()
+        except Exception:  # noqa: S110 - the first job fails the same way and says why
+            pass
     gc.disable()  # short-lived, and Tagger.tag keeps it off anyway
     while True:
         try:
