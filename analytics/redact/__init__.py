@@ -23,7 +23,7 @@ import re
 import string
 from bisect import bisect_left
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from analytics.redact.patterns import (
@@ -123,11 +123,19 @@ class Redactor:
         self._ps: PatternSet = load_patterns()
         ds = self._ps.detect_secrets
         self._max_line = int(ds["max_line_chars"])
-        self._plugins = _load_plugins(ds["plugins"])
         he = ds["high_entropy"]
-        self._entropy = _load_entropy_plugin(float(he["base64_limit"]))
         self._he_kind: str = he["kind"]
         self._he_len = (int(he["min_len"]), int(he["max_len"]))
+
+    # detect-secrets takes a quarter of a second to import and most texts never reach its
+    # plugins (no gate hits, or none of their trigger words): loaded on first use.
+    @cached_property
+    def _plugins(self) -> list[tuple[str, tuple[str, ...], Any]]:
+        return _load_plugins(self._ps.detect_secrets["plugins"])
+
+    @cached_property
+    def _entropy(self) -> Any:
+        return _load_entropy_plugin(float(self._ps.detect_secrets["high_entropy"]["base64_limit"]))
 
     @property
     def version(self) -> str:
