@@ -2,7 +2,8 @@
 
     python benchmarks/bench_ingest.py [--records 100000] [--keep]
 
-Prints wall times, ratios and peak RSS of each step (each runs in a fresh subprocess):
+Prints wall times, ratios and peak memory of each step (each runs in a fresh subprocess; the
+times come from unsampled runs, the memory from separate runs sampled every 20 ms):
   (a) transcripts ingest (parse + store, no analysis)   goal <= 2x read_json
   (a') full ingest with tagging and analysis            goal <= 4x read_json (issue 3)
        (also shown without the BM25 index build, which is a separate cost)
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,16 +32,28 @@ from _rss import run_measured  # noqa: E402
 CHECK = "; raise SystemExit(1 if s.errors else 0)"
 
 
-def run(code: str) -> tuple[float, float]:
-    """Run python code in a subprocess; return (seconds, peak memory MiB: PSS summed over
-    all its processes, or the largest process's RSS if higher).
+def run(code: str) -> float:
+    """Run python code in a subprocess; return its seconds. Nothing samples it meanwhile:
+    reading /proc every few ms would take CPU from the 2 cores the step runs on.
     An ingest step (``s = ingest(...)``) fails the benchmark when any file reports an error."""
     if "s = ingest(" in code:
         code += CHECK
-    elapsed, status, tree, single = run_measured([sys.executable, "-c", code])
+    start = time.perf_counter()
+    status = subprocess.run([sys.executable, "-c", code]).returncode
     if status != 0:
         raise SystemExit(f"step failed: {code}")
-    return elapsed, max(tree, single)
+    return time.perf_counter() - start
+
+
+def peak_memory(code: str) -> float:
+    """Run python code again, sampled: peak memory MiB (PSS summed over all its processes,
+    or the largest process's RSS if higher). Its time is not reported."""
+    if "s = ingest(" in code:
+        code += CHECK
+    _, status, tree, single = run_measured([sys.executable, "-c", code])
+    if status != 0:
+        raise SystemExit(f"step failed: {code}")
+    return max(tree, single)
 
 
 def warm_append(work: Path, src: Path, db: Path) -> float:
@@ -67,27 +82,34 @@ def main() -> None:
     mb = src.stat().st_size / 2**20
     print(f"corpus: {args.records} records, {mb:.1f} MB at {src}")
 
-    ref, ref_rss = run(
-        f"import duckdb; c = duckdb.connect(r'{work / 'ref.duckdb'}');"
-        f"c.execute(\"CREATE TABLE t AS SELECT * FROM read_json('{src}', "
-        "format='newline_delimited', maximum_object_size=104857600)\")"
-    )
-    lite, lite_rss = run(
-        "from analytics.ingest import ingest;"
-        f"s = ingest([r'{src}'], db=r'{work / 'lite.duckdb'}', analyse=False, redact=False, build_index=False)"
-    )
-    noidx, _ = run(
-        "from analytics.ingest import ingest;"
-        f"s = ingest([r'{src}'], db=r'{work / 'noidx.duckdb'}', build_index=False)"
-    )
+    def read_json(db: Path) -> str:
+        return (
+            f"import duckdb; c = duckdb.connect(r'{db}');"
+            f"c.execute(\"CREATE TABLE t AS SELECT * FROM read_json('{src}', "
+            "format='newline_delimited', maximum_object_size=104857600)\")"
+        )
+
+    def ingest(db: Path, options: str = "") -> str:
+        return f"from analytics.ingest import ingest; s = ingest([r'{src}'], db=r'{db}'{options})"
+
+    lite_options = ", analyse=False, redact=False, build_index=False"
+    ref = run(read_json(work / "ref.duckdb"))
+    lite = run(ingest(work / "lite.duckdb", lite_options))
+    noidx = run(ingest(work / "noidx.duckdb", ", build_index=False"))
     full_db = work / "full.duckdb"
-    full, full_rss = run(f"from analytics.ingest import ingest; s = ingest([r'{src}'], db=r'{full_db}')")
-    again, _ = run(f"from analytics.ingest import ingest; s = ingest([r'{src}'], db=r'{full_db}')")
-    warm_db = work / "warm.duckdb"
+    full = run(ingest(full_db))
+    again = run(ingest(full_db))
+    warm_db, append_mem_db = work / "warm.duckdb", work / "append_mem.duckdb"
     shutil.copy(full_db, warm_db)
+    shutil.copy(full_db, append_mem_db)
     write_corpus(src, 1000, start=args.records)
-    append, append_rss = run(f"from analytics.ingest import ingest; s = ingest([r'{src}'], db=r'{full_db}')")
+    append = run(ingest(full_db))
     warm = warm_append(work, src, warm_db)
+    # Memory, in separate sampled runs of the same steps (the corpus has grown by 1k records).
+    ref_rss = peak_memory(read_json(work / "ref_mem.duckdb"))
+    lite_rss = peak_memory(ingest(work / "lite_mem.duckdb", lite_options))
+    full_rss = peak_memory(ingest(work / "full_mem.duckdb"))
+    append_rss = peak_memory(ingest(append_mem_db))
 
     rows = [
         ("duckdb read_json (reference)", ref, ref_rss, None),

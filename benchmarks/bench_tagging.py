@@ -32,7 +32,6 @@ from analytics.models import Message, MessageContext, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import write_corpus  # noqa: E402
-from _rss import run_measured  # noqa: E402
 
 USER = ["ok?", "ready?", "status?", "ok, now run the benchmark at concurrency 16", "any luck?",
         "yes go ahead", "is it up?", "try MTP with 3 draft tokens and compare against the baseline"]
@@ -102,9 +101,10 @@ def ingest_with_tagging(records: int) -> None:
             f"s = ingest([r'{src}'], db=r'{work / 'tagged.duckdb'}', build_index=False); "
             "raise SystemExit(1 if s.errors else 0)"
         )
-        ref, status, _, _ = run_measured([sys.executable, "-c", ref_code])
-        if status:
+        t0 = time.perf_counter()
+        if subprocess.run([sys.executable, "-c", ref_code]).returncode:
             raise SystemExit("read_json step failed")
+        ref = time.perf_counter() - t0
         env = {**os.environ, "TRANSCRIPTS_TIMING": "1"}
         t0 = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", ingest_code], env=env,
