@@ -45,6 +45,9 @@ STAGE_ABOVE = 192 * 2**20
 """Files with more new bytes than this are staged through Parquet (bounded memory: DuckDB
 holds an open transaction's rows in memory). Below it rows go straight in, which lets the
 analysis run while the file is parsed; a 190 MB file peaks at about 1 GB that way."""
+STAGE_ABOVE_UNANALYSED = 64 * 2**20
+"""The same when nothing is analysed: no stream needs the rows before the commit, so files
+are staged sooner (less memory, and no slower)."""
 STREAM_LAG = 1000
 """Messages at the end of what is stored that the analysis stream leaves for later: their
 tool calls may still be on their way (a call is stored when its result arrives)."""
@@ -626,7 +629,8 @@ class Ingestor:
             "SELECT session_id, source_path FROM sessions WHERE source_path <> ?", [key]
         ).fetchall())
         staging = None
-        if self.staging_dir is not None and size - (resume.offset if resume else 0) > STAGE_ABOVE:
+        stage_above = STAGE_ABOVE if self.analyser is not None else STAGE_ABOVE_UNANALYSED
+        if self.staging_dir is not None and size - (resume.offset if resume else 0) > stage_above:
             from analytics.store.writer import Staging
 
             staging = Staging(self.staging_dir)

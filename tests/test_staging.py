@@ -55,3 +55,25 @@ def test_a_crashed_runs_staging_files_are_removed(
     monkeypatch.setattr(ingest_module, "STAGE_ABOVE", 0)
     assert not ingest(sample_inputs()[:1], db=db).errors
     assert not leftover.exists()
+
+
+@pytest.mark.parametrize("analyse", [True, False])
+def test_without_analysis_files_are_staged_sooner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, analyse: bool
+) -> None:
+    """Rows go straight in only for the analysis that runs while a file is parsed."""
+    from analytics.store import writer
+
+    staged: list[str] = []
+    real = writer.Staging.append
+
+    def spy(self: writer.Staging, table: str, *args: object, **kwargs: object) -> int:
+        staged.append(table)
+        return real(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer.Staging, "append", spy)
+    monkeypatch.setattr(ingest_module, "STAGE_ABOVE", 1 << 40)
+    monkeypatch.setattr(ingest_module, "STAGE_ABOVE_UNANALYSED", 0)
+    db = tmp_path / "t.duckdb"
+    assert not ingest(sample_inputs()[:1], db=db, analyse=analyse, build_index=False).errors
+    assert bool(staged) is not analyse
