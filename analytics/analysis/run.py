@@ -2,9 +2,10 @@
 
 Message-level analysers (tagging, polling, tooling) see each message once, with
 its tool calls and results, a chunk of messages at a time (on two or more cores a forked
-worker process tags while this one runs the rest: ``tagging/worker.py``); session-level
-analysers (launch diffs, campaigns, readiness) are recomputed for every session an ingest
-touched.
+worker process tags while this one runs the rest: ``tagging/worker.py``). A
+:class:`MessageRun` can be fed while a long file is still being parsed (``ingest.py``),
+so the worker tags the first chunks while the rest is read. Session-level analysers
+(launch diffs, campaigns, readiness) are recomputed for every session an ingest touched.
 """
 
 from __future__ import annotations
