@@ -231,3 +231,42 @@ def test_source_ids_read_in_any_order_match_the_messages(monkeypatch) -> None:
     for i in [17, 18, 9, 2, 19, 0, 13, 25]:
         assert frames.source_id(i) == (f"id-{i}" if i < 20 else str(i))
     assert frames.ref(3) == "msg id-3" and frames.source_id(None) == "?"
+
+
+def test_a_claim_gets_the_same_verdict_judged_alone_or_with_the_whole_session() -> None:
+    """Whether the server signals come from server_events or from the output text is a
+    fact of the session: judging only the recent claims (an append) must not change it.
+    Here the only event is far before the last claim, whose evidence is liveness text."""
+    import pandas as pd
+
+    from analytics.analysis.readiness import judge_claims
+    from analytics.analysis.session import SessionFrames
+
+    def frames() -> SessionFrames:
+        n = 110
+        claim = "The server is up."
+        return SessionFrames(
+            messages=pd.DataFrame({
+                "session_id": "s", "msg_idx": list(range(n)), "role": "assistant",
+                "source_id": [f"m{i}" for i in range(n)],
+                "text": [claim if i in (5, 102) else "x" for i in range(n)],
+            }),
+            tags=pd.DataFrame({
+                "session_id": "s", "msg_idx": [5, 102], "tag": "readiness_claim",
+                "evidence": claim, "start_char": 0,
+            }),
+            tool_calls=pd.DataFrame({
+                "session_id": "s", "msg_idx": [100], "call_id": ["c1"], "result_msg_idx": [101],
+                "command": ["tail server.log"], "status": ["completed"],
+                "output": ["INFO: Uvicorn running on http://0.0.0.0:30000"],
+            }),
+            server_events=pd.DataFrame({
+                "session_id": "s", "msg_idx": [0], "engine": ["sglang"],
+                "event": ["weights_loaded"], "detail": [None],
+            }),
+            launches=pd.DataFrame(columns=["session_id", "msg_idx"]),
+        )
+
+    whole = {c.msg_idx: (c.verdict, c.reason) for c in judge_claims(frames(), 0)}
+    recent = {c.msg_idx: (c.verdict, c.reason) for c in judge_claims(frames(), 90)}
+    assert recent[102] == whole[102]

@@ -217,17 +217,15 @@ class _Evidence:
         kind_of = _event_kinds()
         wanted = ["msg_idx", "event", "detail"]
         se = frames.select("server_events", wanted, {"event": list(kind_of)}, min_idx=self.lo)
-        # Any event at all (a signal or not) means the tooling analyser read the output.
-        self.from_events = not se.empty or not frames.select(
-            "server_events", ["msg_idx"], min_idx=self.lo
-        ).empty
+        # Any event at all in the session (a signal or not, before the window or in it)
+        # means the tooling analyser read the outputs: a fact of the session, so that an
+        # append, which judges only its recent claims, reaches the verdicts of a whole run.
+        self.from_events = not se.empty or not frames.select("server_events", ["msg_idx"]).empty
         self.server: list[Signal] = []
         columns = (se["msg_idx"].tolist(), se["event"].tolist(), se["detail"].tolist())
         for msg, event, detail in zip(*columns, strict=True):
-            kind = kind_of.get(event)
-            if kind:
-                text = f": {_short(detail)}" if isinstance(detail, str) and detail else ""
-                self.server.append(Signal(int(msg), kind, f"{event}{text}"))
+            text = f": {_short(detail)}" if isinstance(detail, str) and detail else ""
+            self.server.append(Signal(int(msg), kind_of[event], f"{event}{text}"))
         self.server_msg = [s.msg_idx for s in self.server]
 
     def _calls(self, frames: SessionFrames, claims: np.ndarray) -> None:
