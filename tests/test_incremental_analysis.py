@@ -74,3 +74,33 @@ def test_chunk_boundaries_do_not_change_the_analysis(
     chunked = tmp_path / "chunked.duckdb"
     assert not ingest([sample.parent], db=chunked).errors
     assert _dump(chunked) == _dump(whole)
+
+
+def test_older_messages_analysed_again_keep_exactly_their_analysis(tmp_path: Path) -> None:
+    """``run_messages(extra_idx=…)`` (older messages whose calls an append completed)
+    replaces their analysis by the same analysis, the first message of a session included."""
+    from analytics.analysis.run import MESSAGE_TABLES, Analyser
+    from analytics.store.db import connect
+
+    db = tmp_path / "s.duckdb"
+    assert not ingest([samples_dir()], db=db, build_index=False).errors
+    con = connect(db, read_only=False)
+    try:
+        rows = con.execute(
+            "SELECT session_id, list(DISTINCT msg_idx ORDER BY msg_idx) FROM tags GROUP BY 1"
+        ).fetchall()
+
+        def analysis(sid: str, idx: list[int]) -> list[list[tuple[object, ...]]]:
+            return [con.execute(
+                f"SELECT * FROM {t} WHERE session_id = ? AND list_contains(?, msg_idx) "
+                "ORDER BY ALL", [sid, idx]).fetchall() for t in MESSAGE_TABLES]
+
+        analyser = Analyser()
+        for sid, tagged in rows:
+            extra = sorted({0, tagged[len(tagged) // 2], tagged[-1]})
+            before = analysis(sid, extra)
+            assert any(before)
+            analyser.run_messages(con, sid, 1 << 30, extra)
+            assert analysis(sid, extra) == before, sid
+    finally:
+        con.close()

@@ -346,27 +346,33 @@ class MessageRun:
         extra = sorted({i for i in extra_idx if i < start_idx})
         if extra:
             analyser._delete(con, session_id, extra)
-        # The messages just before the first changed one are tagged again as context.
-        first = min([start_idx, *extra])
-        margin_lo = max(0, first - TAG_MARGIN)
         with _no_cyclic_gc():
+            for i in extra:  # older messages whose calls just completed, each in its context
+                self._redo(i)
+            # The messages just before the first new one are tagged again as context.
+            margin_lo = max(0, start_idx - TAG_MARGIN)
             with timed("load contexts"):
-                self.before_rows = (
-                    load_rows(con, session_id, margin_lo, start_idx - 1) if first else _NO_ROWS
-                )
+                self.before_rows = load_rows(con, session_id, margin_lo, start_idx - 1)
                 self.before = contexts_from_rows(*self.before_rows)
-                self.known = {
-                    (int(i), str(t))
-                    for i, t in con.execute(
-                        "SELECT msg_idx, tag FROM tags WHERE session_id = ? AND msg_idx >= ?",
-                        [session_id, margin_lo],
-                    ).fetchall()
-                }
-            if extra:
-                redo = [c for c in self.before if c.message.msg_idx in set(extra)]
-                outputs = analyser.analyse(redo, self.before, self.known)
-                analyser._write(con, outputs)
-                self.known |= {(t.msg_idx, t.tag) for t in outputs.tags}
+                self.known = self._stored_tags(margin_lo, start_idx - 1)
+
+    def _stored_tags(self, lo: int, hi: int) -> set[tuple[int, str]]:
+        """(msg_idx, tag) of the tags stored for messages ``lo..hi``."""
+        rows = self.con.execute(
+            "SELECT msg_idx, tag FROM tags WHERE session_id = ? AND msg_idx BETWEEN ? AND ?",
+            [self.session_id, lo, hi],
+        ).fetchall()
+        return {(int(i), str(t)) for i, t in rows}
+
+    def _redo(self, msg_idx: int) -> None:
+        """Analyse one older message again, tagged with the ``TAG_MARGIN`` messages before it."""
+        lo = max(0, msg_idx - TAG_MARGIN)
+        with timed("load contexts"):
+            contexts = contexts_from_rows(*load_rows(self.con, self.session_id, lo, msg_idx))
+            known = self._stored_tags(lo, msg_idx)
+        redo = [c for c in contexts if c.message.msg_idx == msg_idx]
+        before = [c for c in contexts if c.message.msg_idx < msg_idx]
+        self.analyser._write(self.con, self.analyser.analyse(redo, before, known))
 
     def feed(self, upto: int, final: bool = False) -> None:
         """Analyse the messages up to ``msg_idx`` ``upto``: whole chunks only unless
