@@ -227,9 +227,8 @@ class _FileLoader:
                     val = getattr(item, fld)
                     if val:
                         setattr(item, fld, self._redact(item.session_id, item.msg_idx, fld, val))
-            if self.stream is not None:
-                at = item.msg_idx if item.result_msg_idx is None else item.result_msg_idx
-                self.stream.check(item.session_id, min(item.msg_idx, at))
+            if self.stream is not None:  # (its result comes after it: msg_idx is the first)
+                self.stream.check(item.session_id, item.msg_idx)
             self.calls.append(item)
         elif isinstance(item, Session):
             item.source_path = self.path
@@ -352,8 +351,8 @@ class _AnalysisStream:
         self.worker: Any | None = None
         """Forked up front for a large file, so that it loads spaCy while the first rows
         are parsed; the run takes it over (or it is stopped unused)."""
-        if size >= PREFORK_BYTES and tag_worker.available():
-            self.worker = tag_worker.TagWorker(analyser._tag_rows, prepare=analyser.warm_up)
+        if size >= PREFORK_BYTES:
+            self.worker = tag_worker.start(analyser._tag_rows, prepare=analyser.warm_up)
 
     def check(self, session_id: str, msg_idx: int) -> None:
         """A message or call of ``msg_idx`` arrives: too late if that part is analysed."""
@@ -383,14 +382,7 @@ class _AnalysisStream:
         assert run is not None
         if self.late or any(i < run.next_lo for i in extra):
             run.stop_worker()
-            from analytics.analysis.run import MESSAGE_TABLES
-
-            for table in MESSAGE_TABLES:
-                self.con.execute(
-                    f"DELETE FROM {table} WHERE session_id = ? AND msg_idx >= ?",
-                    [self.session_id, start],
-                )
-            self.analyser.forget_sessions()
+            self.analyser.clear_from(self.con, self.session_id, start)
             self.analyser.run_messages(self.con, self.session_id, start, extra)
             return
         run.finish()
@@ -543,8 +535,6 @@ class Ingestor:
     def _reanalyse_path(self, key: str) -> None:
         """Re-run every analyser over an unchanged file's sessions when asked to, or when
         they were tagged by another tagger version (e.g. with other ``--rules``)."""
-        from analytics.analysis.run import MESSAGE_TABLES
-
         analyser = self.analyser
         assert analyser is not None
         sids = [r[0] for r in self.con.execute(
@@ -558,8 +548,7 @@ class Ingestor:
         self.con.execute("BEGIN TRANSACTION")
         try:
             for sid in sids:
-                for table in MESSAGE_TABLES:
-                    self.con.execute(f"DELETE FROM {table} WHERE session_id = ?", [sid])
+                analyser.clear_from(self.con, sid)
                 analyser.run_messages(self.con, sid, 0)
                 analyser.run_session(self.con, sid)
             self.con.execute("COMMIT")
@@ -593,6 +582,27 @@ class Ingestor:
             else:
                 self.analyser.run_messages(self.con, sid, start, extra)
             self.analyser.run_session(self.con, sid, min([start, *extra]))
+
+    @staticmethod
+    def _parse(
+        module: Any, path: Path, ledger: Ledger, resume: Resume | None, loader: _FileLoader,
+        staging: Staging | None,
+    ) -> list[tuple[str, int]]:
+        """Parse ``path`` into ``loader``; returns what ``loader.finish`` returns."""
+        # The parse allocates many short-lived records without reference cycles; the cyclic
+        # collector would only walk them again and again (~30% of parse time).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            with timed("parse + redact + store"):
+                for item in module.parse(path, ledger, resume):
+                    loader.add(item)
+                return loader.finish()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+            if staging is not None:
+                staging.close()
 
     def _load(
         self,
@@ -639,40 +649,25 @@ class Ingestor:
             # Rows are in the database as they are parsed: analyse while parsing.
             loader.stream = _AnalysisStream(self.analyser, con, size)
         ledger = Ledger()
-        # The parse allocates many short-lived records without reference cycles; the cyclic
-        # collector would only walk them again and again (~30% of parse time).
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            with timed("parse + redact + store"):
-                for item in module.parse(path, ledger, resume):
-                    loader.add(item)
-                touched = loader.finish()
-        except BaseException:
-            if loader.stream is not None:
-                loader.stream.abort()
-            raise
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-            if staging is not None:
-                staging.close()
-        from analytics.store.search import add_documents
+            touched = self._parse(module, path, ledger, resume, loader, staging)
+            if loader.stream is not None and loader.stream.run is None:
+                loader.stream.abort()  # no session was long enough: free the core now
+            from analytics.store.search import add_documents
 
-        with timed("search documents"):
-            for sid in sorted(loader.first_idx):
-                add_documents(con, sid, loader.first_idx[sid])
-        if self.analyser is not None:
-            try:
+            with timed("search documents"):
+                for sid in sorted(loader.first_idx):
+                    add_documents(con, sid, loader.first_idx[sid])
+            if self.analyser is not None:
                 self._analyse_loaded(loader, touched)
-            finally:
-                if loader.stream is not None:
-                    loader.stream.abort()  # (a no-op once it finished)
-        else:
-            from analytics.analysis.run import refresh_session_stats
+            else:
+                from analytics.analysis.run import refresh_session_stats
 
-            for sid in set(loader.first_idx) | set(loader.sessions):
-                refresh_session_stats(con, sid)
+                for sid in set(loader.first_idx) | set(loader.sessions):
+                    refresh_session_stats(con, sid)
+        finally:
+            if loader.stream is not None:
+                loader.stream.abort()  # (a no-op once its run finished)
         unknown = dict(base_unknown)
         for k, v in ledger.unknown_types.items():
             unknown[k] = unknown.get(k, 0) + v

@@ -11,6 +11,7 @@ so the worker tags the first chunks while the rest is read. Session-level analys
 from __future__ import annotations
 
 import gc
+import warnings
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -245,6 +246,21 @@ class Analyser:
             [session_id, orjson.dumps(extractor.state(), default=str).decode()],
         )
 
+    def clear_from(
+        self, con: duckdb.DuckDBPyConnection, session_id: str, from_idx: int = 0
+    ) -> None:
+        """Delete the message-level analysis of messages ``msg_idx >= from_idx`` before they
+        are analysed again, and the tooling state held for the session in memory (read again
+        from the database; analysing from the first message on, that one goes too)."""
+        for table in MESSAGE_TABLES:
+            con.execute(
+                f"DELETE FROM {table} WHERE session_id = ? AND msg_idx >= ?",
+                [session_id, from_idx],
+            )
+        self._tooling.pop(session_id, None)
+        if from_idx <= 0:
+            con.execute("DELETE FROM analysis_state WHERE session_id = ?", [session_id])
+
     @staticmethod
     def _delete(con: duckdb.DuckDBPyConnection, session_id: str, idx: list[int]) -> None:
         for table in MESSAGE_TABLES:
@@ -341,6 +357,8 @@ class MessageRun:
         self.n = 0
         self.worker = worker
         """The tagging worker: given (already forked), or forked by :meth:`feed`."""
+        self._may_fork = worker is None
+        """One worker per run at most: one that failed is not forked again."""
         self.pending: deque[_Chunk] = deque()
         analyser._restore_tooling(con, session_id)
         extra = sorted({i for i in extra_idx if i < start_idx})
@@ -380,11 +398,12 @@ class MessageRun:
         from analytics.analysis.tagging import worker as tag_worker
 
         lo, analyser = self.next_lo, self.analyser
-        if self.worker is None and upto - lo + 1 > CHUNK and tag_worker.available():
+        if self._may_fork and upto - lo + 1 > CHUNK and tag_worker.available():
+            self._may_fork = False
             if final:  # this process will tag too: load once, here, rather than in each
                 analyser.tagger.warm_up()
             # (while the file is still parsed the worker loads the tagger itself, in parallel)
-            self.worker = tag_worker.TagWorker(analyser._tag_rows)
+            self.worker = tag_worker.start(analyser._tag_rows)
         # Chunks the worker may hold before this process tags one itself: few once the
         # tagger is loaded here; while parsing, or before loading spaCy (most of a second)
         # for a chunk or two, more.
@@ -468,7 +487,11 @@ class MessageRun:
                 try:
                     with timed("tagging (waiting for the worker)"):
                         tags = worker.take(block)
-                except WorkerGone:
+                except WorkerGone as exc:
+                    warnings.warn(f"tagging worker failed ({exc}); tagging in this process",
+                                  RuntimeWarning, stacklevel=2)
+                    self.stop_worker()
+                    worker = None
                     for chunk in pending:  # the worker's chunks, tagged here instead
                         if chunk.tags is None:
                             with timed("tagging"):

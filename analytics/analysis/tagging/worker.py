@@ -63,6 +63,19 @@ def _rss_mib() -> float:
     return 0.0
 
 
+def start(tag: TagJob, prepare: Callable[[], object] | None = None) -> TagWorker | None:
+    """A worker, or None when none can help (see :func:`available`) or the fork fails (out
+    of memory or processes): the caller then tags in its own process."""
+    if not available():
+        return None
+    try:
+        return TagWorker(tag, prepare)
+    except OSError as exc:
+        warnings.warn(f"no tagging worker ({exc}); tagging in this process", RuntimeWarning,
+                      stacklevel=2)
+        return None
+
+
 def available() -> bool:
     """A worker can help: Linux (``fork``), two or more cores to run on, not switched off,
     and this process small enough to fork (see ``MAX_PARENT_RSS_MIB``)."""
@@ -92,11 +105,18 @@ class TagWorker:
             daemon=True,
             name="transcripts-tagger",
         )
-        with warnings.catch_warnings():
-            # Python >= 3.12 warns about fork() in a process with threads (DuckDB's); the child
-            # only runs Python and spaCy code, never DuckDB, and leaves with os._exit.
-            warnings.filterwarnings("ignore", message=r".*fork\(\).*", category=DeprecationWarning)
-            self._process.start()
+        try:
+            with warnings.catch_warnings():
+                # Python >= 3.12 warns about fork() in a process with threads (DuckDB's); the
+                # child only runs Python and spaCy code, never DuckDB, and leaves with os._exit.
+                warnings.filterwarnings(
+                    "ignore", message=r".*fork\(\).*", category=DeprecationWarning
+                )
+                self._process.start()
+        except BaseException:
+            for end in (jobs_r, self._jobs_w, self._results_r, results_w):
+                end.close()
+            raise
         jobs_r.close()
         results_w.close()
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -136,11 +156,16 @@ class TagWorker:
         return tags
 
     def close(self) -> None:
-        self._outbox.put(None)
-        self._process.join(JOIN_TIMEOUT_S)
-        if self._process.is_alive():
+        """Stop the child: let it leave once it answered everything, or at once when answers
+        are still out (nobody will take them) or it failed (it would go on with the queue)."""
+        if self.outstanding or self.gone:
             self._process.terminate()
+        else:
+            self._outbox.put(None)
             self._process.join(JOIN_TIMEOUT_S)
+            if self._process.is_alive():
+                self._process.terminate()
+        self._process.join(JOIN_TIMEOUT_S)
 
     def _send_loop(self) -> None:
         while True:
