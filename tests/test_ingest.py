@@ -230,6 +230,63 @@ def test_documents_are_copied_for_search_only_when_the_index_is_built(tmp_path: 
     con.close()
 
 
+def test_a_database_written_before_search_pending_is_searched_read_only(tmp_path: Path) -> None:
+    """Read-only readers do not migrate: a database of the version before m006 has no
+    ``search_pending`` and is searched all the same (by BM25 and substring)."""
+    from analytics.store.search import build_index, search
+
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(30)]
+    lines[7]["message"]["content"] = "zebracorn overflow in the decoder"
+    _write(src, lines)
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db, build_index=False)
+    con = duckdb.connect(str(db))
+    assert build_index(con)
+    con.execute("DROP TABLE search_pending")  # as that version left it
+    con.execute("DELETE FROM _migrations WHERE name LIKE 'm006%'")
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    assert list(search(con, "zebracorn")["source_id"]) == ["u7"]
+    con.close()
+
+
+def test_copying_pending_documents_is_all_or_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted between the copy and the clean-up (Ctrl-C in ``--watch``), the index
+    build leaves the documents pending, not copied twice."""
+    from analytics.store import search as search_module
+
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(30)])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db, build_index=False)
+    con = duckdb.connect(str(db))
+    real = con.execute
+    calls = []
+
+    class Interrupted(Exception):
+        pass
+
+    class Con:
+        def __getattr__(self, name: str) -> object:
+            return getattr(con, name)
+
+        def execute(self, sql: str, *args: object) -> object:
+            if sql.strip().startswith("DELETE FROM search_pending"):
+                calls.append(sql)
+                raise Interrupted
+            return real(sql, *args)
+
+    with pytest.raises(Interrupted):
+        search_module._materialise(Con())  # type: ignore[arg-type]
+    assert calls
+    assert con.execute("SELECT count(*) FROM search_docs").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM search_pending").fetchone() == (1,)
+    con.close()
+
+
 def test_a_session_ending_with_a_running_tool_call_is_analysed(tmp_path: Path) -> None:
     """The last call has no result yet (the agent is still waiting): NULLs must not break any
     analyser."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from analytics.store.search import has_documents
 from analytics.store.search import search as store_search
 
 COLUMNS = ["session_id", "msg_idx", "source_id", "role", "kind", "snippet", "score"]
@@ -42,13 +43,10 @@ def _store_search(
     con: duckdb.DuckDBPyConnection, query: str, limit: int, session_id: str | None
 ) -> pd.DataFrame | None:
     try:
-        has_docs = con.execute(
-            "SELECT EXISTS (SELECT 1 FROM search_docs) OR EXISTS (SELECT 1 FROM search_pending)"
-        ).fetchone()
-        if not (has_docs and has_docs[0]):
+        if not has_documents(con):
             return None  # a database written without search documents: scan instead
         return store_search(con, query, limit=limit, session_id=session_id)
-    except Exception:  # the index may be absent in a read-only copy; fall back
+    except duckdb.CatalogException:  # the index may be absent in a read-only copy; fall back
         return None
 
 

@@ -72,6 +72,24 @@ def _documents_sql(ranges: str) -> str:
 
 
 _PENDING = "(SELECT session_id, min(from_idx) AS from_idx FROM search_pending GROUP BY 1)"
+_NONE_PENDING = "(SELECT NULL::VARCHAR AS session_id, NULL::INTEGER AS from_idx WHERE false)"
+
+
+def _pending(con: duckdb.DuckDBPyConnection) -> str:
+    """The pending ranges, as a relation. A database last written by a version without
+    ``search_pending`` (migration m006) has none: read-only readers do not migrate it."""
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'search_pending'"
+    ).fetchone()
+    return _PENDING if found and found[0] else _NONE_PENDING
+
+
+def has_documents(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether anything is searchable: copied documents or pending ranges."""
+    row = con.execute(
+        f"SELECT EXISTS (SELECT 1 FROM search_docs) OR EXISTS (SELECT 1 FROM {_pending(con)})"
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def add_documents(con: duckdb.DuckDBPyConnection, session_id: str, from_idx: int = 0) -> None:
@@ -82,17 +100,24 @@ def add_documents(con: duckdb.DuckDBPyConnection, session_id: str, from_idx: int
 
 
 def _materialise(con: duckdb.DuckDBPyConnection) -> None:
-    """Copy the pending documents into ``search_docs``."""
-    con.execute(
-        f"""
-        INSERT INTO search_docs
-        SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs)
-                   + row_number() OVER (ORDER BY session_id, msg_idx, kind),
-               session_id, msg_idx, kind, body
-        FROM ({_documents_sql(_PENDING)})
-        """
-    )
-    con.execute("DELETE FROM search_pending")
+    """Copy the pending documents into ``search_docs``, in one transaction: interrupted,
+    they stay pending (copied and still pending, they would be found twice)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            f"""
+            INSERT INTO search_docs
+            SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs)
+                       + row_number() OVER (ORDER BY session_id, msg_idx, kind),
+                   session_id, msg_idx, kind, body
+            FROM ({_documents_sql(_PENDING)})
+            """
+        )
+        con.execute("DELETE FROM search_pending")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def _state(con: duckdb.DuckDBPyConnection, key: str, default: str = "") -> str:
@@ -174,7 +199,7 @@ def search(
     fresh_docs = f"""
         SELECT session_id, msg_idx, kind, body FROM search_docs WHERE doc_id > $m
         UNION ALL
-        SELECT * FROM ({_documents_sql(_PENDING)})
+        SELECT * FROM ({_documents_sql(_pending(con))})
     """
     if indexed_max >= 0:
         params["q"] = query
