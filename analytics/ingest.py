@@ -678,6 +678,8 @@ class Ingestor:
         prefix_sha = None
         if getattr(module, "APPENDABLE", False):
             prefix_sha = sha if end_offset == size else content_sha(path, end_offset)
+            if end_offset > size:  # the file grew while it was parsed (a live session):
+                size, sha = end_offset, prefix_sha  # what was read is what is stored
         con.execute("DELETE FROM ingest_files WHERE path = ?", [key])
         con.execute(
             "INSERT INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -287,6 +287,34 @@ def test_copying_pending_documents_is_all_or_nothing(
     con.close()
 
 
+def test_a_file_that_grows_while_it_is_parsed_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records appended during the parse are read by it; the next ingest finds nothing new
+    (it used to see the stored size below the read offset and re-ingest the whole file)."""
+    from analytics.sources import claude_code
+
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(20)])
+    real = claude_code.parse
+
+    def growing(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        for n, item in enumerate(real(*args, **kwargs)):  # type: ignore[arg-type]
+            if n == 0:
+                with src.open("a") as f:
+                    f.write("".join(json.dumps(_cc_line(i)) + "\n" for i in range(20, 30)))
+            yield item
+
+    db = tmp_path / "t.duckdb"
+    with monkeypatch.context() as m:
+        m.setattr(claude_code, "parse", growing)
+        first = ingest([src], db=db, build_index=False)
+    assert first.totals()["messages"] == 30
+    again = ingest([src], db=db, build_index=False)
+    assert [f.status for f in again.files] == ["unchanged"]
+    assert again.totals()["messages"] == 30
+
+
 def test_a_session_ending_with_a_running_tool_call_is_analysed(tmp_path: Path) -> None:
     """The last call has no result yet (the agent is still waiting): NULLs must not break any
     analyser."""
