@@ -137,7 +137,7 @@ def _watch(
     """``ingest --watch``: one line per round that changed something, errors as they come."""
     from datetime import datetime
 
-    from analytics.errors import UsageError
+    from analytics.errors import DatabaseLockedError, UsageError
     from analytics.ingest import IngestSummary, watch
 
     if interval_s <= 0:
@@ -148,7 +148,7 @@ def _watch(
         stamp = datetime.now().strftime("%H:%M:%S")
         changed = [f for f in summary.files if f.status in ("ingested", "appended")]
         out.print(
-            f"{stamp}  {len(changed)} file(s) ingested or appended, {t['unchanged']} unchanged, "
+            f"{stamp}  {t['ingested']} file(s) ingested or appended, {t['unchanged']} unchanged, "
             f"{t['errors']} error(s); {sum(f.messages for f in changed)} messages in the "
             "changed files",
             highlight=False,
@@ -158,9 +158,13 @@ def _watch(
 
     out.print(f"Watching {len(targets)} path(s) every {interval_s:g} s → {db} (Ctrl-C stops)",
               highlight=False)
+    def locked(exc: DatabaseLockedError) -> None:
+        err.print(f"Error: {exc}; trying again in {interval_s:g} s", highlight=False,
+                  soft_wrap=True)
+
     try:
-        watch(targets, interval_s, report, db=db, fmt=fmt, redact=redact, rules=rules,
-              reanalyse=reanalyse)
+        watch(targets, interval_s, report, locked=locked, db=db, fmt=fmt, redact=redact,
+              rules=rules, reanalyse=reanalyse)
     except KeyboardInterrupt:
         out.print("stopped", highlight=False)
 

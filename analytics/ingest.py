@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
-from analytics.errors import AnalyticsError
+from analytics.errors import AnalyticsError, DatabaseLockedError
 from analytics.models import (
     Ledger,
     Message,
@@ -476,8 +476,9 @@ class Ingestor:
 
     @property
     def analyser(self) -> Any | None:
-        if self._analyse and self.loaded.analyser is None:
-            from analytics.analysis.run import Analyser
+        loaded = self.loaded.analyser
+        if self._analyse and (loaded is None or loaded.rules != self._rules):
+            from analytics.analysis.run import Analyser  # (other rules: another tagger)
 
             self.loaded.analyser = Analyser(rules=self._rules)
         return self.loaded.analyser if self._analyse else None
@@ -703,13 +704,16 @@ def watch(
     interval_s: float,
     report: Callable[[IngestSummary], None],
     polls: int | None = None,
+    locked: Callable[[DatabaseLockedError], None] | None = None,
     **options: Any,
 ) -> None:
     """Ingest ``paths`` now and again every ``interval_s`` seconds whenever a file under
     them changed (growing sessions are appended), until interrupted (or ``polls`` rounds).
-    The database is open only while something is ingested, so readers get in between."""
+    The database is open only while something is ingested, so readers get in between.
+    With ``locked``, a round that finds another writer is reported to it and tried again
+    at the next one (without, the error ends the watch)."""
     warm = Warm()
-    seen: dict[Path, tuple[int, float]] = {}
+    seen: dict[Path, tuple[int, float]] | None = None  # the first round always ingests
     n = 0
     while polls is None or n < polls:
         n += 1
@@ -721,8 +725,15 @@ def watch(
                 except OSError:
                     continue
         if now != seen:
-            report(ingest(paths, warm=warm, **options))
-            seen = now
+            try:
+                report(ingest(paths, warm=warm, **options))
+            except DatabaseLockedError as exc:
+                if locked is None:
+                    raise
+                locked(exc)  # another writer: this round is tried again next time
+            else:
+                seen = now
+                options["reanalyse"] = False  # once is enough: later rounds ingest changes
         if polls is None or n < polls:
             time.sleep(interval_s)
 

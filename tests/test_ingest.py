@@ -377,6 +377,83 @@ def test_watch_ingests_again_only_when_a_file_changed(tmp_path: Path) -> None:
     assert _counts(clean) == _counts(tmp_path / "t.duckdb")
 
 
+def test_watch_reports_a_missing_path_at_once(tmp_path: Path) -> None:
+    from analytics.ingest import IngestSummary, watch
+
+    rounds: list[IngestSummary] = []
+    watch([tmp_path / "nope.jsonl"], 0.01, rounds.append, polls=2, db=tmp_path / "t.duckdb")
+    assert len(rounds) == 1 and rounds[0].errors  # said once, in the first round
+
+
+def test_watch_retries_a_round_that_finds_another_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from analytics import ingest as ingest_module
+    from analytics.errors import DatabaseLockedError
+    from analytics.ingest import IngestSummary, watch
+
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(6)])
+    real = ingest_module.ingest
+    calls: list[dict[str, object]] = []
+
+    def busy_once(paths: list[Path], **options: object) -> IngestSummary:
+        calls.append(dict(options))
+        if len(calls) == 1:
+            raise DatabaseLockedError(str(options["db"]))
+        return real(paths, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module, "ingest", busy_once)
+    rounds: list[IngestSummary] = []
+    locked: list[DatabaseLockedError] = []
+    watch([src], 0.01, rounds.append, polls=3, locked=locked.append,
+          db=tmp_path / "t.duckdb", reanalyse=True)
+    assert len(locked) == 1
+    assert [[f.status for f in r.files] for r in rounds] == [["ingested"]]
+    assert [c["reanalyse"] for c in calls] == [True, True]  # until a round got through
+    with pytest.raises(DatabaseLockedError):  # without ``locked``, the error ends the watch
+        calls.clear()
+        watch([src], 0.01, rounds.append, polls=1, db=tmp_path / "u.duckdb")
+
+
+def test_watch_reanalyses_only_in_its_first_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from analytics import ingest as ingest_module
+    from analytics.ingest import IngestSummary, watch
+
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(12)]
+    _write(src, lines[:6])
+    real = ingest_module.ingest
+    asked: list[object] = []
+
+    def spy(paths: list[Path], **options: object) -> IngestSummary:
+        asked.append(options.get("reanalyse"))
+        return real(paths, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module, "ingest", spy)
+
+    def report(summary: IngestSummary) -> None:
+        _write(src, lines[: 6 + 2 * len(asked)])  # something changes every round
+
+    watch([src], 0.01, report, polls=3, db=tmp_path / "t.duckdb", reanalyse=True)
+    assert asked == [True, False, False]
+
+
+def test_a_warm_analyser_is_not_reused_with_other_rules(tmp_path: Path) -> None:
+    from analytics.ingest import Warm
+
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(4)])
+    rules = ROOT / "docs" / "examples" / "my_rules.jsonl"
+    warm = Warm()
+    ingest([src], db=tmp_path / "a.duckdb", warm=warm)
+    plain = warm.analyser
+    ingest([src], db=tmp_path / "b.duckdb", warm=warm, rules=rules)
+    assert warm.analyser is not plain and warm.analyser.rules == rules
+
+
 def test_an_unchanged_file_is_skipped_without_loading_pandas_or_pyarrow(tmp_path: Path) -> None:
     """A no-op re-ingest is mostly interpreter start-up: keep the heavy imports off its path."""
     import subprocess

@@ -125,7 +125,8 @@ class Analyser:
     """Holds the (lazily built) tagger and per-session tooling state for one ingest run."""
 
     def __init__(self, rules: Path | None = None) -> None:
-        self._rules = rules
+        self.rules = rules
+        """The extra tag patterns this analyser's tagger is built with."""
         self._tagger: Tagger | None = None
         self._tooling: dict[str, Any] = {}
 
@@ -136,7 +137,7 @@ class Analyser:
         if self._tagger is None:
             from analytics.analysis.tagging import Tagger
 
-            self._tagger = Tagger(extra_rules=self._rules)
+            self._tagger = Tagger(extra_rules=self.rules)
         return self._tagger
 
     @property
