@@ -20,6 +20,7 @@ import duckdb
 import pandas as pd
 
 from analytics.errors import AnalyticsError
+from analytics.store.db import sql_string
 
 ALLOWED = {"SELECT", "EXPLAIN"}
 ALLOWED_WORDS = "SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN"
@@ -33,7 +34,7 @@ def sandbox_connection(db: str | Path) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory instance with ``db`` attached read-only and external access off."""
     con = duckdb.connect(":memory:")
     try:
-        con.execute(f"ATTACH '{_quote(str(db))}' AS transcripts (READ_ONLY)")
+        con.execute(f"ATTACH {sql_string(db)} AS transcripts (READ_ONLY)")
         con.execute("USE transcripts")
         con.execute("SET enable_external_access = false")
         con.execute("SET enable_progress_bar = false")  # it would draw on the server's stdout
@@ -44,8 +45,6 @@ def sandbox_connection(db: str | Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _quote(path: str) -> str:
-    return path.replace("'", "''")
 
 
 def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> None:

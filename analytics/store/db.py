@@ -16,6 +16,13 @@ WRITER_MEMORY_LIMIT = "400MB"
 """DuckDB's memory limit on a writing connection; ``$TRANSCRIPTS_MEMORY_LIMIT`` overrides."""
 
 
+def sql_string(value: str | Path) -> str:
+    """``value`` as a DuckDB string literal, for the places a parameter cannot go (file
+    paths in ``read_parquet``/``COPY``/``ATTACH``), or should not: binding a parameter makes
+    duckdb import pandas (~0.2 s), a third of a no-op re-ingest."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def default_db() -> str:
     """``$TRANSCRIPTS_DB``, else ``./transcripts.duckdb``."""
     return os.environ.get("TRANSCRIPTS_DB") or DEFAULT_DB

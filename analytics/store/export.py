@@ -6,6 +6,7 @@ from pathlib import Path
 
 import duckdb
 
+from analytics.store.db import sql_string
 from analytics.store.writer import TABLE_COLUMNS
 
 TABLES = [
@@ -28,11 +29,11 @@ def export_parquet(con: duckdb.DuckDBPyConnection, folder: Path) -> list[Path]:
             con.execute(
                 f"COPY (SELECT {cols}, coalesce(s.source_format, 'unknown') AS source_format "
                 f"FROM {table} t LEFT JOIN sessions s USING (session_id)) "
-                f"TO '{_q(target)}' (FORMAT parquet, PARTITION_BY (source_format), "
+                f"TO {sql_string(target)} (FORMAT parquet, PARTITION_BY (source_format), "
                 "OVERWRITE_OR_IGNORE true)"
             )
         else:
-            con.execute(f"COPY {table} TO '{_q(target / 'data.parquet')}' (FORMAT parquet)")
+            con.execute(f"COPY {table} TO {sql_string(target / 'data.parquet')} (FORMAT parquet)")
         written.append(target)
     return written
 
@@ -46,5 +47,3 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     return [r[0] for r in rows] or TABLE_COLUMNS[table]
 
 
-def _q(path: Path) -> str:
-    return str(path).replace("'", "''")

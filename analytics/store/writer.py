@@ -12,6 +12,8 @@ import orjson
 import pyarrow as pa
 from pydantic import BaseModel
 
+from analytics.store.db import sql_string
+
 # table -> (columns, {column: extractor}) ; extractors default to getattr(record, column)
 Extractor = Callable[[Any], Any]
 
@@ -179,8 +181,7 @@ class Staging:
         """Insert every staged table; the files are removed by :meth:`close`."""
         for table, writer in self._writers.items():
             writer.close()
-            path = str(self.dir / f"{table}.parquet").replace("'", "''")
-            _insert_from(con, table, f"read_parquet('{path}')")
+            _insert_from(con, table, f"read_parquet({sql_string(self.dir / f'{table}.parquet')})")
         self._writers = {}
 
     def close(self) -> None:
