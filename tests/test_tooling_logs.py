@@ -195,3 +195,12 @@ def test_find_failures_nvml() -> None:
 
 def test_prose_lookalikes_are_not_milestones() -> None:
     assert events("We expect to see 'ready to roll' soon; Load weight is next.") == []
+
+
+def test_the_report_mask_knows_every_report_literal() -> None:
+    """``report_mask``'s fast chain of ``in`` tests is written out by hand: a literal added to
+    ``REPORT_LITERALS`` but not to the chain would make its parser skip every output."""
+    from analytics.analysis.tooling.gates import REPORT_LITERALS, literals_of, report_mask
+
+    for literal in REPORT_LITERALS:
+        assert literals_of(report_mask(f"x {literal} y")) == {literal}, literal

@@ -28,7 +28,8 @@ Holds = Callable[[str], bool]
 
 def report_mask(line: str) -> int:
     """Bit ``n`` set when ``line`` holds ``REPORT_LITERALS[n]``. Most lines hold none, which
-    one chain of ``in`` tests tells at about the cost of searching the whole output for them."""
+    one chain of ``in`` tests tells at about the cost of searching the whole output for them
+    (the chain lists ``REPORT_LITERALS`` again, by hand: test_tooling_logs checks it does)."""
     if not (
         SERVING_BANNER in line
         or LATENCY in line
