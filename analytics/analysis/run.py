@@ -430,7 +430,7 @@ class MessageRun:
                 if not contexts:
                     chunk.tags = []
                 elif worker is not None and not worker.gone and worker.outstanding < backlog:
-                    worker.submit((tail_rows(self.before_rows, TAG_MARGIN), rows))
+                    worker.submit((self.before_rows, rows))
                 else:  # no worker, or it has enough to do: tag this chunk here
                     with timed("tagging"):
                         chunk.tags = tag_in_context(analyser.tagger, contexts, chunk.before)
@@ -439,7 +439,9 @@ class MessageRun:
                     chunk.contexts, chunk.before = [], []
                 self.pending.append(chunk)
                 self._write_done(block=False)
-            self.before_rows, self.before = rows, contexts
+            # the next chunk's context: the last TAG_MARGIN messages, not the whole chunk
+            self.before_rows = tail_rows(rows, TAG_MARGIN)
+            self.before = contexts[-TAG_MARGIN:]
             self.n += len(contexts)
             lo = hi + 1
         self.next_lo = lo

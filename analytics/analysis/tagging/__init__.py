@@ -8,37 +8,32 @@ Public surface::
     parse_shell(command) -> ShellScript
 """
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from analytics.analysis.tagging.polling import analyse_polling, background_rechecks, loop_shape
+from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, parse_shell
 
 if TYPE_CHECKING:
     from analytics.analysis.tagging.components import RuleError
     from analytics.analysis.tagging.pipeline import MAX_PROSE_CHARS, RULES_VERSION, Tagger
-    from analytics.analysis.tagging.polling import analyse_polling, background_rechecks, loop_shape
-    from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, parse_shell
 
-# Names are imported on first use: spaCy (behind Tagger and RuleError) takes most of a second
-# to import, and a process that only analyses polling loops, or hands the tagging to a worker
-# process, never needs it.
-_HOMES = {
+# spaCy (behind these names) takes most of a second to import, and a process that only
+# analyses polling loops, or hands the tagging to a worker process, never needs it: they
+# are imported on first use.
+_LAZY = {
     "RuleError": "components",
     "MAX_PROSE_CHARS": "pipeline",
     "RULES_VERSION": "pipeline",
     "Tagger": "pipeline",
-    "analyse_polling": "polling",
-    "background_rechecks": "polling",
-    "loop_shape": "polling",
-    "ShellScript": "shell",
-    "SimpleCommand": "shell",
-    "parse_shell": "shell",
 }
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
+    if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{home}"), name)
+    from importlib import import_module
+
+    return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
 
 
 __all__ = [
@@ -47,9 +42,9 @@ __all__ = [
     "RuleError",
     "ShellScript",
     "SimpleCommand",
-    "Tagger",
     "analyse_polling",
     "background_rechecks",
     "loop_shape",
+    "Tagger",
     "parse_shell",
 ]
