@@ -1,9 +1,15 @@
-"""Helpers shared by the parser tests (imported as ``from _samples import ...``)."""
+"""Helpers shared by the tests (imported as ``from _samples import ...``)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
+
+import duckdb
+import pytest
 
 from analytics.models import Ledger, ParsedItem, Resume
 
@@ -27,3 +33,28 @@ def of(items: list[ParsedItem], kind: type) -> list:
 
 def non_blank_lines(path: Path) -> int:
     return sum(1 for line in path.read_bytes().split(b"\n") if line.strip())
+
+
+def table_rows(
+    db: Path, tables: Iterable[str] | Mapping[str, str]
+) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of each table of the database at ``db``, sorted (``ORDER BY ALL``), to compare
+    two databases. ``tables`` may map a table to the columns to compare (a select list, e.g.
+    ``"* EXCLUDE (ingested_at)"``); a plain list compares all columns."""
+    select = tables if isinstance(tables, Mapping) else dict.fromkeys(tables, "*")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {
+            t: con.execute(f"SELECT {cols} FROM {t} ORDER BY ALL").fetchall()
+            for t, cols in select.items()
+        }
+    finally:
+        con.close()
+
+
+needs_worker = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) >= 2),
+    reason="a tagging worker needs Linux (fork) and two cores",
+)
+"""For tests of the tagging worker: the platform and cores only, not ``worker.available()``
+(which also reads the environment switch and this process's size, and would skip silently)."""

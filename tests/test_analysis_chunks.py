@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from _samples import needs_worker, table_rows
 
 from analytics.analysis import run
 from analytics.analysis.run import (
@@ -23,11 +24,11 @@ from analytics.analysis.tagging import Tagger
 from analytics.analysis.tagging import worker as tag_worker
 from analytics.ingest import ingest
 from analytics.models import Message, MessageContext, Tag, ToolCall
+from analytics.samples_path import samples_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT / "data" / "samples"
+SAMPLES = samples_dir()
 TABLES = ("tags", "polling_loops", "launches", "server_events", "measurements")
-needs_worker = pytest.mark.skipif(not tag_worker.available(), reason="no fork or one core")
+pytestmark = pytest.mark.usefixtures("fork_at_any_size")  # these tests want the worker
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +69,6 @@ def _reference_contexts(
     return out
 
 
-@pytest.fixture(autouse=True)
-def _fork_whatever_the_test_process_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test process may be larger than the fork limit; these tests want the worker."""
-    monkeypatch.setattr(tag_worker, "MAX_PARENT_RSS_MIB", 1 << 20)
-
-
 def test_columns_are_the_models_fields() -> None:
     """The fast constructor relies on the rows naming every field, in order."""
     assert _MSG_COLS == list(Message.model_fields)
@@ -81,36 +76,39 @@ def test_columns_are_the_models_fields() -> None:
 
 
 def test_fast_loader_builds_what_model_construct_builds(sample_db: Path) -> None:
-    con = duckdb.connect(str(sample_db), read_only=True)
-    sessions = [r[0] for r in con.execute("SELECT session_id FROM sessions").fetchall()]
-    assert sessions
-    for sid in sessions:
-        for lo, hi in ((0, 10**6), (3, 40), (41, 41)):
-            fast, slow = load_contexts(con, sid, lo, hi), _reference_contexts(con, sid, lo, hi)
-            assert fast == slow
-            for f, s in zip(fast, slow, strict=True):
-                assert f.message.model_fields_set == s.message.model_fields_set
-                assert [c.model_fields_set for c in f.results] == [
-                    c.model_fields_set for c in s.results
-                ]
-                assert repr(f) == repr(s)
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        sessions = [r[0] for r in con.execute("SELECT session_id FROM sessions").fetchall()]
+        assert sessions
+        for sid in sessions:
+            for lo, hi in ((0, 10**6), (3, 40), (41, 41)):
+                fast = load_contexts(con, sid, lo, hi)
+                slow = _reference_contexts(con, sid, lo, hi)
+                assert fast == slow
+                for f, s in zip(fast, slow, strict=True):
+                    assert f.message.model_fields_set == s.message.model_fields_set
+                    assert [c.model_fields_set for c in f.results] == [
+                        c.model_fields_set for c in s.results
+                    ]
+                    assert repr(f) == repr(s)
 
 
 def test_tail_rows_are_the_last_contexts(sample_db: Path) -> None:
-    con = duckdb.connect(str(sample_db), read_only=True)
-    for (sid,) in con.execute("SELECT session_id FROM sessions").fetchall():
-        rows = load_rows(con, sid, 0, 10**6)
-        for n in (0, 1, 5, 50, 10**6):
-            expected = contexts_from_rows(*rows)[-n:] if n else []
-            assert contexts_from_rows(*tail_rows(rows, n)) == expected
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        for (sid,) in con.execute("SELECT session_id FROM sessions").fetchall():
+            rows = load_rows(con, sid, 0, 10**6)
+            for n in (0, 1, 5, 50, 10**6):
+                expected = contexts_from_rows(*rows)[-n:] if n else []
+                assert contexts_from_rows(*tail_rows(rows, n)) == expected
 
 
 def test_records_share_their_fields_set_safely(sample_db: Path) -> None:
     """The loader hands the records of a chunk one fields-set: changing or copying a record
     leaves it, and the other records, as they were."""
-    con = duckdb.connect(str(sample_db), read_only=True)
-    sid = con.execute("SELECT session_id FROM sessions ORDER BY n_messages DESC").fetchone()[0]
-    first, second = load_contexts(con, sid, 0, 10**6)[:2]
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        sid = con.execute(
+            "SELECT session_id FROM sessions ORDER BY n_messages DESC"
+        ).fetchone()[0]  # type: ignore[index]
+        first, second = load_contexts(con, sid, 0, 10**6)[:2]
     every = set(Message.model_fields)
     first.message.text = "changed"
     copy = second.message.model_copy(update={"text": "copied"})
@@ -121,16 +119,17 @@ def test_records_share_their_fields_set_safely(sample_db: Path) -> None:
 
 @needs_worker
 def test_worker_tags_what_the_tagger_tags(sample_db: Path) -> None:
-    con = duckdb.connect(str(sample_db), read_only=True)
     tagger = Tagger()
     tagger.warm_up()
     worker = tag_worker.TagWorker(lambda rows: tagger.tag(contexts_from_rows(*rows)))
     try:
         expected = []
-        for (sid,) in con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall():
-            rows = load_rows(con, sid, 0, 10**6)
-            worker.submit(rows)
-            expected.append(tagger.tag(contexts_from_rows(*rows)))
+        with duckdb.connect(str(sample_db), read_only=True) as con:
+            sessions = con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall()
+            for (sid,) in sessions:
+                rows = load_rows(con, sid, 0, 10**6)
+                worker.submit(rows)
+                expected.append(tagger.tag(contexts_from_rows(*rows)))
         got = [worker.take(block=True) for _ in expected]
     finally:
         worker.close()
@@ -149,11 +148,12 @@ def _die(job: object) -> list[Tag]:
 @needs_worker
 @pytest.mark.parametrize("tag", [_boom, _die])
 def test_a_failing_worker_says_so(sample_db: Path, tag: tag_worker.TagJob) -> None:
-    con = duckdb.connect(str(sample_db), read_only=True)
-    sid = con.execute("SELECT min(session_id) FROM sessions").fetchone()[0]  # type: ignore[index]
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        sid = con.execute("SELECT min(session_id) FROM sessions").fetchone()[0]  # type: ignore[index]
+        rows = load_rows(con, sid, 0, 10**6)
     worker = tag_worker.TagWorker(tag)
     try:
-        worker.submit(load_rows(con, sid, 0, 10**6))
+        worker.submit(rows)
         with pytest.raises(tag_worker.WorkerGone):
             worker.take(block=True)
         with pytest.raises(tag_worker.WorkerGone):
@@ -163,30 +163,40 @@ def test_a_failing_worker_says_so(sample_db: Path, tag: tag_worker.TagJob) -> No
 
 
 def _analysis(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    con = duckdb.connect(str(db), read_only=True)
-    return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
+    return table_rows(db, TABLES)
 
 
-@pytest.mark.parametrize("worker_on", [pytest.param(True, marks=needs_worker), False])
+@needs_worker
 def test_small_chunks_with_and_without_the_worker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_on: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Many chunks per session, tagged in a worker process or here, store the same; and,
-    tags apart (a chunk sees only ``TAG_MARGIN`` messages before it), what one chunk stores."""
-    plain = tmp_path / "plain.duckdb"
+    """Many chunks per session, tagged in a worker process or here, store the same, and what
+    one chunk stores (each chunk is tagged with the ``TAG_MARGIN`` messages before it)."""
+    whole = tmp_path / "whole.duckdb"
     monkeypatch.setenv(tag_worker.ENV_SWITCH, "0")
-    ingest([SAMPLES], db=plain, build_index=False)
+    assert not ingest([SAMPLES], db=whole, build_index=False).errors
     monkeypatch.setattr(run, "CHUNK", 7)
+    submitted: list[object] = []
+    real = tag_worker.TagWorker.submit
+
+    def submit(self: tag_worker.TagWorker, job: object) -> None:
+        submitted.append(job)
+        real(self, job)
+
+    monkeypatch.setattr(tag_worker.TagWorker, "submit", submit)
     chunked = {}
-    for name, switch in (("serial", "0"), ("worker", "1" if worker_on else "0")):
+    for name, switch in (("serial", "0"), ("worker", "1")):
         monkeypatch.setenv(tag_worker.ENV_SWITCH, switch)
+        submitted.clear()
         db = tmp_path / f"{name}.duckdb"
-        ingest([SAMPLES], db=db, build_index=False)
+        assert not ingest([SAMPLES], db=db, build_index=False).errors
+        assert bool(submitted) is (switch == "1"), name  # tagged by the worker, or here
         chunked[name] = _analysis(db)
-    assert chunked["worker"] == chunked["serial"]
-    whole = _analysis(plain)
-    for table in TABLES[1:]:
-        assert chunked["serial"][table] == whole[table], table
+    expected = _analysis(whole)
+    assert expected["tags"] and expected["launches"]
+    for table in TABLES:
+        assert chunked["worker"][table] == expected[table], table
+        assert chunked["serial"][table] == expected[table], table
 
 
 @needs_worker
@@ -195,20 +205,25 @@ def test_worker_failure_falls_back_to_tagging_here(
 ) -> None:
     monkeypatch.setattr(run, "CHUNK", 7)
     monkeypatch.setenv(tag_worker.ENV_SWITCH, "0")
-    ingest([SAMPLES], db=tmp_path / "serial.duckdb", build_index=False)
+    assert not ingest([SAMPLES], db=tmp_path / "serial.duckdb", build_index=False).errors
     monkeypatch.setenv(tag_worker.ENV_SWITCH, "1")
     real = tag_worker.TagWorker
+    started: list[tag_worker.TagWorker] = []
 
-    def failing(tag: tag_worker.TagJob) -> tag_worker.TagWorker:
-        return real(_die)
+    def failing(tag: tag_worker.TagJob, *args: object, **kwargs: object) -> tag_worker.TagWorker:
+        started.append(real(_die))
+        return started[-1]
 
     monkeypatch.setattr(tag_worker, "TagWorker", failing)
-    ingest([SAMPLES], db=tmp_path / "failing.duckdb", build_index=False)
+    assert not ingest([SAMPLES], db=tmp_path / "failing.duckdb", build_index=False).errors
+    assert started  # a worker was there, and died
     assert _analysis(tmp_path / "failing.duckdb") == _analysis(tmp_path / "serial.duckdb")
 
 
+@needs_worker  # (else no worker is forked at any size)
 def test_no_worker_is_forked_from_a_large_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    from analytics.analysis.tagging import worker
-
-    monkeypatch.setattr(worker, "MAX_PARENT_RSS_MIB", 1)  # this test process is larger
-    assert not worker.available()
+    monkeypatch.setenv(tag_worker.ENV_SWITCH, "1")
+    monkeypatch.setattr(tag_worker, "MAX_PARENT_RSS_MIB", 1 << 20)
+    assert tag_worker.available()  # nothing else stands in the way
+    monkeypatch.setattr(tag_worker, "MAX_PARENT_RSS_MIB", 1)  # this test process is larger
+    assert not tag_worker.available()

@@ -11,14 +11,15 @@ from typing import Any
 
 import duckdb
 import pytest
+from _samples import needs_worker, table_rows
 
 from analytics import ingest as ingest_module
 from analytics.analysis import run
 from analytics.analysis.tagging import worker as tag_worker
 from analytics.ingest import ingest
+from analytics.samples_path import samples_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT / "data" / "samples"
+SAMPLES = samples_dir()
 TABLES = (
     "tags", "polling_loops", "launches", "server_events", "measurements", "campaigns",
     "levers", "readiness_claims",
@@ -27,18 +28,13 @@ NEVER = 1 << 30
 
 
 def _analysis(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
-    finally:
-        con.close()
+    return table_rows(db, TABLES)
 
 
 @pytest.fixture
-def streams(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+def streams(monkeypatch: pytest.MonkeyPatch, fork_at_any_size: None) -> list[dict[str, Any]]:
     """Small flushes and chunks, so that sample-sized sessions are streamed; records how
     each stream ended."""
-    monkeypatch.setattr(tag_worker, "MAX_PARENT_RSS_MIB", 1 << 20)
     monkeypatch.setattr(ingest_module, "PREFORK_BYTES", 0)  # a worker forked for every file
     monkeypatch.setattr(ingest_module, "FLUSH_EVERY", 60)
     monkeypatch.setattr(run, "CHUNK", 20)
@@ -53,15 +49,44 @@ def streams(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return seen
 
 
+@pytest.fixture
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Tagging workers started (one item each), the worker switched on."""
+    monkeypatch.setenv(tag_worker.ENV_SWITCH, "1")
+    started: list[int] = []
+    real = tag_worker.TagWorker.__init__
+
+    def init(self: tag_worker.TagWorker, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        started.append(1)
+
+    monkeypatch.setattr(tag_worker.TagWorker, "__init__", init)
+    return started
+
+
+def _submitted(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Jobs handed to any tagging worker from now on."""
+    jobs: list[object] = []
+    real = tag_worker.TagWorker.submit
+
+    def submit(self: tag_worker.TagWorker, job: Any) -> None:
+        jobs.append(job)
+        real(self, job)
+
+    monkeypatch.setattr(tag_worker.TagWorker, "submit", submit)
+    return jobs
+
+
 def _reference(tmp_path: Path, paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> Path:
     with monkeypatch.context() as m:
         m.setattr(ingest_module, "STREAM_LAG", NEVER)  # never streams
+        m.setenv(tag_worker.ENV_SWITCH, "0")  # and tags here: one process, one pass
         db = tmp_path / "reference.duckdb"
         assert not ingest(paths, db=db, build_index=False).errors
     return db
 
 
-@pytest.mark.parametrize("worker_on", ["1", "0"])
+@pytest.mark.parametrize("worker_on", [pytest.param("1", marks=needs_worker), "0"])
 @pytest.mark.parametrize("lag", [0, 7, 40])
 def test_streamed_analysis_stores_what_one_pass_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
@@ -70,21 +95,25 @@ def test_streamed_analysis_stores_what_one_pass_does(
     reference = _analysis(_reference(tmp_path, [SAMPLES], monkeypatch))
     monkeypatch.setenv(tag_worker.ENV_SWITCH, worker_on)
     monkeypatch.setattr(ingest_module, "STREAM_LAG", lag)
+    submitted = _submitted(monkeypatch)
     db = tmp_path / "streamed.duckdb"
     assert not ingest([SAMPLES], db=db, build_index=False).errors
     assert len(streams) >= 3  # most sample sessions were streamed
     assert any(s["upto"] > 0 for s in streams)
+    assert bool(submitted) is (worker_on == "1")  # the worker tagged, or none was there
     assert _analysis(db) == reference
     assert not multiprocessing.active_children()  # every worker stopped, used or not
 
 
+@needs_worker
 def test_a_worker_forked_for_a_short_file_is_stopped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]]
+    tmp_path: Path, streams: list[dict[str, Any]], forked: list[int]
 ) -> None:
     session = tmp_path / "short.jsonl"
     _late_result_session(session, 12)  # far too short to stream
     assert not ingest([session], db=tmp_path / "s.duckdb", build_index=False).errors
     assert streams == []
+    assert forked  # (``PREFORK_BYTES`` is 0: forked before the parse)
     assert not multiprocessing.active_children()
 
 
@@ -130,13 +159,15 @@ def test_a_result_that_comes_back_late_is_analysed_again(
     assert not ingest([session], db=db, build_index=False).errors
     assert [s["late"] for s in streams] == [True]
     assert _analysis(db) == reference
-    con = duckdb.connect(str(db), read_only=True)
-    assert con.execute(  # the launch made in message 0 was seen, with its output
-        "SELECT count(*) FROM launches WHERE msg_idx = 0").fetchone() == (1,)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute(  # the launch made in message 0 was seen, with its output
+            "SELECT count(*) FROM launches WHERE msg_idx = 0").fetchone() == (1,)
 
 
+@needs_worker
 def test_a_failing_parse_stops_the_worker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
+    forked: list[int],
 ) -> None:
     session = tmp_path / "s.jsonl"
     _late_result_session(session, 240)
@@ -155,3 +186,5 @@ def test_a_failing_parse_stops_the_worker(
     monkeypatch.setattr(ingest_module._FileLoader, "finish", boom)
     summary = ingest([session], db=tmp_path / "x.duckdb", build_index=False)
     assert summary.errors and stopped and stopped[0]
+    assert forked
+    assert not multiprocessing.active_children()

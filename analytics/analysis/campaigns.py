@@ -380,16 +380,13 @@ def _command_events(tool_calls: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
 
 def _failure_events(frames: SessionFrames) -> list[Event]:
     events: list[Event] = []
-    se = frames.server_events
-    if not se.empty:
-        for row in se[se["event"].isin(["oom", "crash"])].itertuples(index=False):
-            kind = "OOM" if row.event == "oom" else "crash"
-            events.append(Event(int(row.msg_idx), 2, "fail", detail=kind))
-    tags = frames.tags
-    if not tags.empty:
-        for row in tags[tags["tag"] == "error"].itertuples(index=False):
-            kind = failure_kind(str(row.evidence or "")) or "error"
-            events.append(Event(int(row.msg_idx), 2, "fail", detail=kind))
+    se = frames.select("server_events", ["msg_idx", "event"], {"event": ["oom", "crash"]})
+    for msg_idx, event in zip(se["msg_idx"].tolist(), se["event"].tolist(), strict=True):
+        events.append(Event(int(msg_idx), 2, "fail", detail="OOM" if event == "oom" else "crash"))
+    tags = frames.select("tags", ["msg_idx", "evidence"], {"tag": ["error"]})
+    for msg_idx, evidence in zip(tags["msg_idx"].tolist(), tags["evidence"].tolist(), strict=True):
+        kind = failure_kind(str(evidence or "")) or "error"
+        events.append(Event(int(msg_idx), 2, "fail", detail=kind))
     return events
 
 
