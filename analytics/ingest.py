@@ -6,7 +6,6 @@ crash mid-file leaves the database as it was before that file.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import shutil
@@ -23,6 +22,7 @@ import duckdb
 import orjson
 
 from analytics.errors import AnalyticsError, DatabaseLockedError
+from analytics.gcpause import no_cyclic_gc
 from analytics.models import (
     Ledger,
     Message,
@@ -584,18 +584,12 @@ class Ingestor:
         staging: Staging | None,
     ) -> list[tuple[str, int]]:
         """Parse ``path`` into ``loader``; returns what ``loader.finish`` returns."""
-        # The parse allocates many short-lived records without reference cycles; the cyclic
-        # collector would only walk them again and again (~30% of parse time).
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            with timed("parse + redact + store"):
+            with no_cyclic_gc(), timed("parse + redact + store"):
                 for item in module.parse(path, ledger, resume):
                     loader.add(item)
                 return loader.finish()
         finally:
-            if gc_was_enabled:
-                gc.enable()
             if staging is not None:
                 staging.close()
 

@@ -10,11 +10,9 @@ so the worker tags the first chunks while the rest is read. Session-level analys
 
 from __future__ import annotations
 
-import gc
 import warnings
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -24,6 +22,7 @@ import duckdb
 import orjson
 
 from analytics.errors import AnalyticsError
+from analytics.gcpause import no_cyclic_gc
 from analytics.models import (
     Launch,
     Measurement,
@@ -86,20 +85,6 @@ class _Chunk:
     tags: list[Tag] | None = None
     """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them."""
     outputs: MessageOutputs = field(default_factory=MessageOutputs)
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """The analysers allocate many objects without reference cycles (records, hits, spans);
-    the cyclic collector would only walk them, and the caller's heap, again and again.
-    Per chunk, because loading a spaCy model switches the collector back on (srsly)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def tag_in_context(
@@ -365,7 +350,7 @@ class MessageRun:
         extra = sorted({i for i in extra_idx if i < start_idx})
         if extra:
             analyser._delete(con, session_id, extra)
-        with _no_cyclic_gc():
+        with no_cyclic_gc():
             for i in extra:  # older messages whose calls just completed, each in its context
                 self._redo(i)
             # The messages just before the first new one are tagged again as context.
@@ -414,7 +399,7 @@ class MessageRun:
         worker = self.worker
         while lo <= upto and (final or lo + CHUNK - 1 <= upto):
             hi = min(lo + CHUNK - 1, upto)
-            with _no_cyclic_gc():
+            with no_cyclic_gc():
                 with timed("load contexts"):
                     rows = load_rows(self.con, self.session_id, lo, hi)
                     contexts = contexts_from_rows(*rows)
@@ -462,7 +447,7 @@ class MessageRun:
         """Wait for the worker's last tags, write everything, save the tooling state;
         returns the number of messages analysed."""
         try:
-            with _no_cyclic_gc():
+            with no_cyclic_gc():
                 self._write_done(block=True)
         finally:
             self.stop_worker()
@@ -595,7 +580,7 @@ def load_rows(con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int)
         columns = con.execute(sql, params).fetchnumpy().values()
         return list(zip(*(c.tolist() for c in columns), strict=True))
 
-    with _no_cyclic_gc():  # thousands of new tuples, no cycles (see ``contexts_from_rows``)
+    with no_cyclic_gc():  # thousands of new tuples, no cycles (see ``contexts_from_rows``)
         msgs = rows(_MSG_SQL)
         msgs.sort(key=itemgetter(_MSG_IDX))  # cheaper here than an ORDER BY
         calls = rows(_CALL_SQL)
@@ -619,7 +604,7 @@ def contexts_from_rows(
     caller holds many records already)."""
     call_fields, msg_fields = set(_CALL_COLS), set(_MSG_COLS)
     context_fields = {"message", "calls", "results"}
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         by_call: dict[int, list[ToolCall]] = defaultdict(list)
         by_result: dict[int, list[ToolCall]] = defaultdict(list)
         for row in calls:  # rows name every column, in field order (tested): zip need not check

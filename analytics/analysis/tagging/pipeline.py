@@ -7,7 +7,6 @@ shell parsing, never tokenised.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from analytics.analysis.tagging.tools import (
     message_error,
 )
 from analytics.analysis.tagging.triggers import WINDOW_CHARS, Trigger, compile_triggers, windows
+from analytics.gcpause import no_cyclic_gc
 from analytics.models import MessageContext, Tag
 
 RULES_VERSION = "1.0"
@@ -129,15 +129,8 @@ class Tagger:
 
     def tag(self, batch: list[MessageContext]) -> list[Tag]:
         """Tags for ``batch`` (consecutive messages of one session, msg_idx order)."""
-        # Tagging allocates many short-lived objects without reference cycles (matches,
-        # spans, hits); the cyclic collector would only walk the caller's heap again and again.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with no_cyclic_gc():  # many short-lived matches, spans and hits, no cycles
             return self._tag(batch)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
     def _tag(self, batch: list[MessageContext]) -> list[Tag]:
         found: dict[tuple[int, str], Tag] = {}

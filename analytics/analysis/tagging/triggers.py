@@ -21,12 +21,13 @@ character (see there).
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 from spacy.lang.en.lex_attrs import _num_words, _ordinal_words
+
+from analytics.gcpause import no_cyclic_gc
 
 WINDOW_CHARS = 120
 """At most this many characters are kept on each side of a trigger hit."""
@@ -286,15 +287,10 @@ def compile_triggers(seqs: list[list[Step]]) -> list[Trigger]:
                 node = node.kids.setdefault(ch, _Node())
             node.rests = (node.rests or set()) | {tail}
             node.firsts.append(first)
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         out: list[Trigger] = [WordTrigger(_emit(letters))] if letters.kids else []
         if others:  # separate, so that the engine's fast literal search finds them
             out.append(PatternTrigger("|".join(sorted(others))))
-    finally:
-        if was_enabled:
-            gc.enable()
     return out
 
 
