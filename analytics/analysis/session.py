@@ -40,7 +40,9 @@ ID_BLOCK = 4096  # native message ids are read from a multiple of this on (see s
 
 
 def _order(table: str) -> str:
-    return "msg_idx, call_id" if table == "tool_calls" else "msg_idx"
+    """A total order: rows of one message keep the order they were stored in, so a whole
+    read and a narrow ``select`` (and a session ingested whole or in pieces) agree."""
+    return "msg_idx, call_id" if table == "tool_calls" else "msg_idx, rowid"
 
 
 def _decode(value: object) -> object:
