@@ -15,11 +15,20 @@ from pathlib import Path
 
 
 def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (none once it is gone). Raises when the kernel does not
+    list them (``/proc/<pid>/task/<tid>/children`` needs CONFIG_PROC_CHILDREN): the memory of
+    the ingest's workers would silently be left out."""
     out: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
+        except FileNotFoundError:
+            if task.is_dir():  # the thread is there, its children file is not
+                raise RuntimeError(
+                    f"{task / 'children'} does not exist (a kernel without "
+                    "CONFIG_PROC_CHILDREN?): the memory of child processes cannot be measured"
+                ) from None
+        except OSError:  # the thread or process ended meanwhile
             continue
     return out
 

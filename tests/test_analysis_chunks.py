@@ -215,7 +215,8 @@ def test_worker_failure_falls_back_to_tagging_here(
         return started[-1]
 
     monkeypatch.setattr(tag_worker, "TagWorker", failing)
-    assert not ingest([SAMPLES], db=tmp_path / "failing.duckdb", build_index=False).errors
+    with pytest.warns(RuntimeWarning, match="tagging worker failed"):  # and says so
+        assert not ingest([SAMPLES], db=tmp_path / "failing.duckdb", build_index=False).errors
     assert started  # a worker was there, and died
     assert _analysis(tmp_path / "failing.duckdb") == _analysis(tmp_path / "serial.duckdb")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
+from _samples import table_rows
 
 from analytics.analysis import run
 from analytics.ingest import ingest
@@ -28,14 +28,7 @@ TABLES = {
 
 
 def _dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return {
-            t: con.execute(f"SELECT session_id, {cols} FROM {t} ORDER BY ALL").fetchall()
-            for t, cols in TABLES.items()
-        }
-    finally:
-        con.close()
+    return table_rows(db, {t: f"session_id, {cols}" for t, cols in TABLES.items()})
 
 
 def _jsonl_samples() -> list[Path]:

@@ -176,7 +176,7 @@ def test_every_match_of_a_configured_pattern_holds_one_of_its_literals(gated) ->
     from analytics.analysis.literals import lowered
 
     if gated.literals is None:
-        return
+        pytest.skip("no literal gate (every text is searched): nothing to check")
 
     @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.from_regex(gated.regex))

@@ -5,29 +5,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
+from _samples import table_rows
 
 import analytics.ingest as ingest_module
 from analytics.ingest import ingest
 from analytics.samples_path import sample_inputs
 
 TABLES = ("sessions", "messages", "tool_calls", "raw_records", "quarantine", "tags",
-          "launches", "measurements", "readiness_claims", "campaigns", "levers", "search_docs")
-SKIP = {"sessions": ["ingested_at"], "ingest_files": ["ingested_at"]}
+          "launches", "measurements", "readiness_claims", "campaigns", "levers", "search_docs",
+          "ingest_files")
+COLUMNS = dict.fromkeys(TABLES, "*") | {"ingest_files": "* EXCLUDE (ingested_at)"}
 
 
 def _dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        out = {}
-        for t in (*TABLES, "ingest_files"):
-            cols = [r[0] for r in con.execute(f"DESCRIBE {t}").fetchall()
-                    if r[0] not in SKIP.get(t, [])]
-            out[t] = con.execute(f"SELECT {', '.join(cols)} FROM {t} ORDER BY ALL").fetchall()
-        return out
-    finally:
-        con.close()
+    return table_rows(db, COLUMNS)
+
+
+def _spy_on_staging(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables rows are staged for (one item per ``Staging.append``) from now on."""
+    from analytics.store import writer
+
+    staged: list[str] = []
+    real = writer.Staging.append
+
+    def spy(self: writer.Staging, table: str, *args: object, **kwargs: object) -> int:
+        staged.append(table)
+        return real(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer.Staging, "append", spy)
+    return staged
 
 
 def test_staged_ingest_stores_what_a_direct_one_does(
@@ -35,9 +42,11 @@ def test_staged_ingest_stores_what_a_direct_one_does(
 ) -> None:
     direct = tmp_path / "direct.duckdb"
     assert not ingest(sample_inputs(), db=direct).errors
+    staged_tables = _spy_on_staging(monkeypatch)
     monkeypatch.setattr(ingest_module, "STAGE_ABOVE", 0)  # stage every file
     staged = tmp_path / "staged.duckdb"
     assert not ingest(sample_inputs(), db=staged).errors
+    assert {"messages", "tool_calls", "raw_records"} <= set(staged_tables)
     expected, got = _dump(direct), _dump(staged)
     assert expected["messages"] and expected["tags"]
     for table in expected:
@@ -62,16 +71,7 @@ def test_without_analysis_files_are_staged_sooner(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, analyse: bool
 ) -> None:
     """Rows go straight in only for the analysis that runs while a file is parsed."""
-    from analytics.store import writer
-
-    staged: list[str] = []
-    real = writer.Staging.append
-
-    def spy(self: writer.Staging, table: str, *args: object, **kwargs: object) -> int:
-        staged.append(table)
-        return real(self, table, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(writer.Staging, "append", spy)
+    staged = _spy_on_staging(monkeypatch)
     monkeypatch.setattr(ingest_module, "STAGE_ABOVE", 1 << 40)
     monkeypatch.setattr(ingest_module, "STAGE_ABOVE_UNANALYSED", 0)
     db = tmp_path / "t.duckdb"

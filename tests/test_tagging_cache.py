@@ -33,9 +33,11 @@ def test_a_full_diagnosis_cache_keeps_what_the_batch_reads(
 ) -> None:
     from analytics.analysis.tagging import diagnosis_model
 
+    seen = "The server died because the port was still taken."
+    texts = [f"It failed because of reason {i}." for i in range(4)] + [seen]
+    expected = diagnosis_model.DiagnosisModel().raw_scores(texts)  # the default cache
     monkeypatch.setattr(diagnosis_model, "CACHE_SIZE", 2)
     model = diagnosis_model.DiagnosisModel()
-    seen = "The server died because the port was still taken."
     model.raw_scores([seen])
-    scores = model.raw_scores([f"It failed because of reason {i}." for i in range(4)] + [seen])
-    assert len(scores) == 5
+    assert model.raw_scores(texts) == expected
+    assert model.raw_scores(texts[::-1]) == expected[::-1]  # (from the cache now)
