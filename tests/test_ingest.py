@@ -210,15 +210,21 @@ def test_search_finds_appended_messages_before_the_index_is_rebuilt(tmp_path: Pa
     assert len(old) > 0
 
 
-def test_documents_are_copied_for_search_only_when_the_index_is_built(tmp_path: Path) -> None:
-    from analytics.store.search import build_index, search
-
+def _unindexed_db(tmp_path: Path) -> Path:
+    """A 30-message session ingested without its index; "zebracorn" is in message u7."""
     src = tmp_path / "s.jsonl"
     lines = [_cc_line(i) for i in range(30)]
     lines[7]["message"]["content"] = "zebracorn overflow in the decoder"
     _write(src, lines)
     db = tmp_path / "t.duckdb"
     ingest([src], db=db, build_index=False)
+    return db
+
+
+def test_documents_are_copied_for_search_only_when_the_index_is_built(tmp_path: Path) -> None:
+    from analytics.store.search import build_index, search
+
+    db = _unindexed_db(tmp_path)
     con = duckdb.connect(str(db))
     assert con.execute("SELECT count(*) FROM search_docs").fetchone() == (0,)
     assert list(search(con, "zebracorn")["source_id"]) == ["u7"]  # found where stored
@@ -235,12 +241,7 @@ def test_a_database_written_before_search_pending_is_searched_read_only(tmp_path
     ``search_pending`` and is searched all the same (by BM25 and substring)."""
     from analytics.store.search import build_index, search
 
-    src = tmp_path / "s.jsonl"
-    lines = [_cc_line(i) for i in range(30)]
-    lines[7]["message"]["content"] = "zebracorn overflow in the decoder"
-    _write(src, lines)
-    db = tmp_path / "t.duckdb"
-    ingest([src], db=db, build_index=False)
+    db = _unindexed_db(tmp_path)
     con = duckdb.connect(str(db))
     assert build_index(con)
     con.execute("DROP TABLE search_pending")  # as that version left it
