@@ -12,13 +12,20 @@ import pytest
 from _samples import needs_worker, table_rows
 
 from analytics.analysis import run
-from analytics.analysis.run import (
+from analytics.analysis.rows import (
     _CALL_COLS,
     _MSG_COLS,
     contexts_from_rows,
+    contexts_from_tables,
     load_contexts,
     load_rows,
+    load_tables,
+    pack,
+    rows_from_tables,
     tail_rows,
+    tail_tables,
+    unpack,
+    with_calls,
 )
 from analytics.analysis.tagging import Tagger
 from analytics.analysis.tagging import worker as tag_worker
@@ -99,6 +106,50 @@ def test_tail_rows_are_the_last_contexts(sample_db: Path) -> None:
             for n in (0, 1, 5, 50, 10**6):
                 expected = contexts_from_rows(*rows)[-n:] if n else []
                 assert contexts_from_rows(*tail_rows(rows, n)) == expected
+
+
+def _windows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
+    """Every session whole, and windows of it that cut through calls and their results."""
+    out = []
+    for sid, n in con.execute("SELECT session_id, count(*) FROM messages GROUP BY 1").fetchall():
+        out.append((sid, 0, 10**6))
+        out += [(sid, lo, lo + 6) for lo in range(0, n, 5)]
+    return out
+
+
+def test_tables_hold_the_rows(sample_db: Path) -> None:
+    """The Arrow shape of a chunk (what the worker gets, packed) gives back exactly the rows
+    and records of the tuple loader, NULLs, timestamps and all; so does the packed buffer."""
+    exit_code = 1 + _CALL_COLS.index("exit_code")
+    null_ints = 0
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        for sid, lo, hi in _windows(con):
+            rows, tables = load_rows(con, sid, lo, hi), load_tables(con, sid, lo, hi)
+            assert rows_from_tables(tables) == rows
+            msgs, calls = unpack(pack(*tables), 2)
+            assert rows_from_tables((msgs, calls)) == rows
+            for n in (0, 1, 5, 50):
+                assert rows_from_tables(tail_tables(tables, n)) == tail_rows(rows, n)
+            null_ints += sum(r[exit_code] is None for r in rows[1])
+    assert null_ints  # integer columns with NULLs were compared (numpy would make them NaN)
+
+
+def test_the_call_analysers_need_only_messages_with_calls(sample_db: Path) -> None:
+    """Polling and tooling read the messages that make or answer a call: the same outputs
+    from those as from every message of the chunk."""
+    analyser = run.Analyser()
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        for sid, lo, hi in _windows(con):
+            tables = load_tables(con, sid, lo, hi)
+            few = contexts_from_tables(with_calls(tables))
+            every = contexts_from_tables(tables)
+            assert len(few) <= len(every)
+            analyser._tooling.clear()
+            a = analyser._analyse_calls(every)
+            analyser._tooling.clear()
+            b = analyser._analyse_calls(few)
+            assert (a.polling, a.launches, a.events, a.measurements) == (
+                b.polling, b.launches, b.events, b.measurements)
 
 
 def test_records_share_their_fields_set_safely(sample_db: Path) -> None:

@@ -11,27 +11,36 @@ so the worker tags the first chunks while the rest is read. Session-level analys
 from __future__ import annotations
 
 import warnings
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
 
+from analytics.analysis.rows import (
+    Tables,
+    contexts_from_rows,
+    contexts_from_tables,
+    load_rows,
+    load_tables,
+    msg_indices,
+    pack,
+    tail_tables,
+    unpack,
+    with_calls,
+)
 from analytics.errors import AnalyticsError
 from analytics.gcpause import no_cyclic_gc
 from analytics.models import (
     Launch,
     Measurement,
-    Message,
     MessageContext,
     PollingLoop,
     ServerEvent,
     Tag,
-    ToolCall,
 )
 from analytics.store.writer import append
 from analytics.timing import PEAK_RSS_MIB, TIMINGS, timed
@@ -45,14 +54,6 @@ TAG_MARGIN = 50
 """Messages before a chunk (or before the first new message of an append) that are
 tagged again as the chunk's context."""
 
-_MSG_COLS = [
-    "session_id", "msg_idx", "source_id", "parent_source_id", "role", "ts", "text",
-    "is_sidechain", "is_compaction_summary", "error", "native_type", "model", "location",
-]
-_CALL_COLS = [
-    "session_id", "msg_idx", "call_id", "tool", "command", "input", "output", "status",
-    "exit_code", "started_at", "ended_at", "result_msg_idx",
-]
 MESSAGE_TABLES = ("tags", "polling_loops", "launches", "server_events", "measurements")
 
 
@@ -65,18 +66,15 @@ class MessageOutputs:
     measurements: list[Measurement] = field(default_factory=list)
 
 
-Rows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
-"""(message rows, tool-call rows) as ``load_rows`` returns them."""
-_NO_ROWS: Rows = ([], [])
 
 
 @dataclass
 class _Chunk:
     """A chunk analysed but not written yet: its tags may still be with the worker."""
 
-    contexts: list[MessageContext]
+    tables: Tables | None
     """Kept, with ``before``, while the worker has the chunk: to tag it here should it fail."""
-    before: list[MessageContext]
+    before: Tables | None
     """The messages just before the chunk, tagged with it as its context."""
     mine: set[int]
     """msg_idx of the chunk's messages."""
@@ -85,6 +83,15 @@ class _Chunk:
     tags: list[Tag] | None = None
     """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them."""
     outputs: MessageOutputs = field(default_factory=MessageOutputs)
+
+    def tag_here(self, tagger: Tagger) -> None:
+        """Tag the chunk in this process (no worker, or it failed)."""
+        assert self.tables is not None and self.before is not None
+        with timed("tagging"):
+            self.tags = tag_in_context(
+                tagger, contexts_from_tables(self.tables), contexts_from_tables(self.before)
+            )
+        self.tables = self.before = None
 
 
 def tag_in_context(
@@ -200,12 +207,14 @@ class Analyser:
         tool calls just completed), replacing any analysis rows they had."""
         return MessageRun(self, con, session_id, start_idx, extra_idx).finish()
 
-    def _tag_rows(self, job: tuple[Rows, Rows]) -> list[Tag]:
-        """What the worker process runs: ``tag_in_context`` from the rows of the margin
-        and of the chunk."""
-        before_rows, rows = job
+    def _tag_packed(self, packed: bytes) -> list[Tag]:
+        """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
+        before it, handed over as ``pack(*margin, *chunk)``."""
+        before_msgs, before_calls, msgs, calls = unpack(packed, 4)
         return tag_in_context(
-            self.tagger, contexts_from_rows(*rows), contexts_from_rows(*before_rows)
+            self.tagger,
+            contexts_from_tables((msgs, calls)),
+            contexts_from_tables((before_msgs, before_calls)),
         )
 
     def _restore_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
@@ -356,8 +365,7 @@ class MessageRun:
             # The messages just before the first new one are tagged again as context.
             margin_lo = max(0, start_idx - TAG_MARGIN)
             with timed("load contexts"):
-                self.before_rows = load_rows(con, session_id, margin_lo, start_idx - 1)
-                self.before = contexts_from_rows(*self.before_rows)
+                self.before: Tables = load_tables(con, session_id, margin_lo, start_idx - 1)
                 self.known = self._stored_tags(margin_lo, start_idx - 1)
 
     def _stored_tags(self, lo: int, hi: int) -> set[tuple[int, str]]:
@@ -389,7 +397,7 @@ class MessageRun:
             if final:  # this process will tag too: load once, here, rather than in each
                 analyser.tagger.warm_up()
             # (while the file is still parsed the worker loads the tagger itself, in parallel)
-            self.worker = tag_worker.start(analyser._tag_rows)
+            self.worker = tag_worker.start(analyser._tag_packed)
         # Chunks the worker may hold before this process tags one itself: few once the
         # tagger is loaded here; while parsing, or before loading spaCy (most of a second)
         # for a chunk or two, more.
@@ -401,33 +409,35 @@ class MessageRun:
             hi = min(lo + CHUNK - 1, upto)
             with no_cyclic_gc():
                 with timed("load contexts"):
-                    rows = load_rows(self.con, self.session_id, lo, hi)
-                    contexts = contexts_from_rows(*rows)
+                    tables = load_tables(self.con, self.session_id, lo, hi)
+                    indices = msg_indices(tables)
                 chunk = _Chunk(
-                    contexts,
-                    self.before[-TAG_MARGIN:],
-                    mine={c.message.msg_idx for c in contexts},
-                    tail=(
-                        contexts[-TAG_MARGIN].message.msg_idx
-                        if len(contexts) >= TAG_MARGIN else lo
-                    ),
+                    tables,
+                    self.before,
+                    mine=set(indices),
+                    tail=indices[-TAG_MARGIN] if len(indices) >= TAG_MARGIN else lo,
                 )
-                if not contexts:
-                    chunk.tags = []
+                contexts: list[MessageContext] | None = None
+                if not indices:
+                    chunk.tags, chunk.tables, chunk.before = [], None, None
                 elif worker is not None and not worker.gone and worker.outstanding < backlog:
-                    worker.submit((self.before_rows, rows))
+                    worker.submit(pack(*self.before, *tables))
                 else:  # no worker, or it has enough to do: tag this chunk here
+                    with timed("load contexts"):
+                        contexts = contexts_from_tables(tables)
+                        before = contexts_from_tables(self.before)
                     with timed("tagging"):
-                        chunk.tags = tag_in_context(analyser.tagger, contexts, chunk.before)
+                        chunk.tags = tag_in_context(analyser.tagger, contexts, before)
+                    chunk.tables = chunk.before = None
+                if contexts is None:  # the polling and tooling analysers read only these
+                    with timed("load contexts"):
+                        contexts = contexts_from_tables(with_calls(tables))
                 chunk.outputs = analyser._analyse_calls(contexts)
-                if chunk.tags is not None:
-                    chunk.contexts, chunk.before = [], []
                 self.pending.append(chunk)
                 self._write_done(block=False)
             # the next chunk's context: the last TAG_MARGIN messages, not the whole chunk
-            self.before_rows = tail_rows(rows, TAG_MARGIN)
-            self.before = contexts[-TAG_MARGIN:]
-            self.n += len(contexts)
+            self.before = tail_tables(tables, TAG_MARGIN)
+            self.n += len(indices)
             lo = hi + 1
         self.next_lo = lo
 
@@ -482,14 +492,11 @@ class MessageRun:
                     worker = None
                     for chunk in pending:  # the worker's chunks, tagged here instead
                         if chunk.tags is None:
-                            with timed("tagging"):
-                                chunk.tags = tag_in_context(
-                                    self.analyser.tagger, chunk.contexts, chunk.before
-                                )
+                            chunk.tag_here(self.analyser.tagger)
                     continue
                 if tags is None:
                     break
-                head.tags, head.contexts, head.before = tags, [], []  # answers come in order
+                head.tags, head.tables, head.before = tags, None, None  # answers come in order
                 continue
             pending.popleft()
             head.outputs.tags = new_tags(head.tags, head.mine, self.known)
@@ -526,104 +533,3 @@ def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> No
         """,
         {"s": session_id},
     )
-
-
-_MSG_SQL = (
-    f"SELECT {', '.join(_MSG_COLS)} FROM messages "
-    "WHERE session_id = $sid AND msg_idx BETWEEN $lo AND $hi"
-)
-# Two range predicates DuckDB can skip row groups with (one OR of both scans the whole
-# table); rowid restores the table's order, in which the analysers have always seen calls.
-_CALL_SQL = (
-    f"SELECT rowid, {', '.join(_CALL_COLS)} FROM tool_calls "
-    "WHERE session_id = $sid AND msg_idx BETWEEN $lo AND $hi "
-    f"UNION ALL SELECT rowid, {', '.join(_CALL_COLS)} FROM tool_calls "
-    "WHERE session_id = $sid AND result_msg_idx BETWEEN $lo AND $hi "
-    "AND NOT msg_idx BETWEEN $lo AND $hi"
-)
-_MSG_IDX = _MSG_COLS.index("msg_idx")
-_CALL_IDX = 1 + _CALL_COLS.index("msg_idx")
-_RESULT_IDX = 1 + _CALL_COLS.index("result_msg_idx")
-_new = object.__new__
-_set = object.__setattr__
-
-
-def _construct(cls: type[Any], values: dict[str, Any], fields: set[str]) -> Any:
-    """``cls.model_construct(**values)`` for ``values`` naming every field in declaration
-    order, without its per-call overhead (a chunk holds thousands of records). ``fields``:
-    those names, as the fields-set, shared by the records of a chunk: pydantic only ever
-    adds a field name to it (present already) or copies it, and a set per record of a dozen
-    names costs a quarter of the construction time and 700 bytes."""
-    obj = _new(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", fields)
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
-
-
-def load_contexts(
-    con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int
-) -> list[MessageContext]:
-    """Messages ``lo..hi`` of a session with the calls they make and the results they carry."""
-    return contexts_from_rows(*load_rows(con, session_id, lo, hi))
-
-
-def load_rows(con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int) -> Rows:
-    """The message rows (``_MSG_COLS``, in msg_idx order) and tool-call rows (rowid, then
-    ``_CALL_COLS``, in table order) of messages ``lo..hi``, for ``contexts_from_rows``."""
-    params = {"sid": session_id, "lo": lo, "hi": hi}
-
-    def rows(sql: str) -> list[tuple[Any, ...]]:
-        """``fetchall()``'s rows, zipped from the columns: DuckDB turns a column into Python
-        objects a third faster than it builds rows (a NULL is None either way)."""
-        columns = con.execute(sql, params).fetchnumpy().values()
-        return list(zip(*(c.tolist() for c in columns), strict=True))
-
-    with no_cyclic_gc():  # thousands of new tuples, no cycles (see ``contexts_from_rows``)
-        msgs = rows(_MSG_SQL)
-        msgs.sort(key=itemgetter(_MSG_IDX))  # cheaper here than an ORDER BY
-        calls = rows(_CALL_SQL)
-        calls.sort(key=itemgetter(0))
-    return msgs, calls
-
-
-def tail_rows(rows: Rows, n: int) -> Rows:
-    """The rows of the last ``n`` messages of ``rows`` (and of their calls and results)."""
-    msgs = rows[0][-n:] if n else []
-    idx = {r[_MSG_IDX] for r in msgs}
-    return msgs, [r for r in rows[1] if r[_CALL_IDX] in idx or r[_RESULT_IDX] in idx]
-
-
-def contexts_from_rows(
-    msgs: list[tuple[Any, ...]], calls: list[tuple[Any, ...]]
-) -> list[MessageContext]:
-    """Each message with the calls it makes and the results it carries. The cyclic collector
-    is off meanwhile: the records hold no cycles, and building thousands of them would have
-    it walk the caller's whole heap again and again (as long as building them, when the
-    caller holds many records already)."""
-    call_fields, msg_fields = set(_CALL_COLS), set(_MSG_COLS)
-    context_fields = {"message", "calls", "results"}
-    with no_cyclic_gc():
-        by_call: dict[int, list[ToolCall]] = defaultdict(list)
-        by_result: dict[int, list[ToolCall]] = defaultdict(list)
-        for row in calls:  # rows name every column, in field order (tested): zip need not check
-            values = dict(zip(_CALL_COLS, row[1:], strict=False))
-            call = _construct(ToolCall, values, call_fields)
-            by_call[row[_CALL_IDX]].append(call)
-            if row[_RESULT_IDX] is not None:
-                by_result[row[_RESULT_IDX]].append(call)
-        out = []
-        for row in msgs:
-            d = dict(zip(_MSG_COLS, row, strict=False))
-            if d["text"] is None:
-                d["text"] = ""
-            idx = row[_MSG_IDX]
-            calls_of = by_call.get(idx)
-            results_of = by_result.get(idx)
-            out.append(_construct(MessageContext, {
-                "message": _construct(Message, d, msg_fields),
-                "calls": calls_of if calls_of is not None else [],
-                "results": results_of if results_of is not None else [],
-            }, context_fields))
-        return out

@@ -1,0 +1,215 @@
+"""The stored rows of a chunk of messages, as the message-level analysers read them.
+
+Two shapes of the same rows: Python tuples (``load_rows``), from which
+``contexts_from_rows`` builds the records the analysers take, and Arrow tables
+(``load_tables``), which DuckDB hands over without making a Python object per value. The
+tagging worker gets its chunks as Arrow tables packed into one buffer (``pack``): no
+per-value pickling in the ingest process, which is busy parsing meanwhile; the worker turns
+them into rows (``rows_from_tables``) and the same records.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from operator import itemgetter
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from analytics.gcpause import no_cyclic_gc
+from analytics.models import Message, MessageContext, ToolCall
+
+_MSG_COLS = [
+    "session_id", "msg_idx", "source_id", "parent_source_id", "role", "ts", "text",
+    "is_sidechain", "is_compaction_summary", "error", "native_type", "model", "location",
+]
+_CALL_COLS = [
+    "session_id", "msg_idx", "call_id", "tool", "command", "input", "output", "status",
+    "exit_code", "started_at", "ended_at", "result_msg_idx",
+]
+Rows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
+"""(message rows, tool-call rows) as ``load_rows`` returns them."""
+_NO_ROWS: Rows = ([], [])
+_MSG_SQL = (
+    f"SELECT {', '.join(_MSG_COLS)} FROM messages "
+    "WHERE session_id = $sid AND msg_idx BETWEEN $lo AND $hi"
+)
+# Two range predicates DuckDB can skip row groups with (one OR of both scans the whole
+# table); rowid restores the table's order, in which the analysers have always seen calls.
+_CALL_SQL = (
+    f"SELECT rowid, {', '.join(_CALL_COLS)} FROM tool_calls "
+    "WHERE session_id = $sid AND msg_idx BETWEEN $lo AND $hi "
+    f"UNION ALL SELECT rowid, {', '.join(_CALL_COLS)} FROM tool_calls "
+    "WHERE session_id = $sid AND result_msg_idx BETWEEN $lo AND $hi "
+    "AND NOT msg_idx BETWEEN $lo AND $hi"
+)
+_MSG_IDX = _MSG_COLS.index("msg_idx")
+_CALL_IDX = 1 + _CALL_COLS.index("msg_idx")
+_RESULT_IDX = 1 + _CALL_COLS.index("result_msg_idx")
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _construct(cls: type[Any], values: dict[str, Any], fields: set[str]) -> Any:
+    """``cls.model_construct(**values)`` for ``values`` naming every field in declaration
+    order, without its per-call overhead (a chunk holds thousands of records). ``fields``:
+    those names, as the fields-set, shared by the records of a chunk: pydantic only ever
+    adds a field name to it (present already) or copies it, and a set per record of a dozen
+    names costs a quarter of the construction time and 700 bytes."""
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", fields)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+def load_contexts(
+    con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int
+) -> list[MessageContext]:
+    """Messages ``lo..hi`` of a session with the calls they make and the results they carry."""
+    return contexts_from_rows(*load_rows(con, session_id, lo, hi))
+
+
+def load_rows(con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int) -> Rows:
+    """The message rows (``_MSG_COLS``, in msg_idx order) and tool-call rows (rowid, then
+    ``_CALL_COLS``, in table order) of messages ``lo..hi``, for ``contexts_from_rows``."""
+    params = {"sid": session_id, "lo": lo, "hi": hi}
+
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        """``fetchall()``'s rows, zipped from the columns: DuckDB turns a column into Python
+        objects a third faster than it builds rows (a NULL is None either way)."""
+        columns = con.execute(sql, params).fetchnumpy().values()
+        return list(zip(*(c.tolist() for c in columns), strict=True))
+
+    with no_cyclic_gc():  # thousands of new tuples, no cycles (see ``contexts_from_rows``)
+        msgs = rows(_MSG_SQL)
+        msgs.sort(key=itemgetter(_MSG_IDX))  # cheaper here than an ORDER BY
+        calls = rows(_CALL_SQL)
+        calls.sort(key=itemgetter(0))
+    return msgs, calls
+
+
+def tail_rows(rows: Rows, n: int) -> Rows:
+    """The rows of the last ``n`` messages of ``rows`` (and of their calls and results)."""
+    msgs = rows[0][-n:] if n else []
+    idx = {r[_MSG_IDX] for r in msgs}
+    return msgs, [r for r in rows[1] if r[_CALL_IDX] in idx or r[_RESULT_IDX] in idx]
+
+
+def contexts_from_rows(
+    msgs: list[tuple[Any, ...]], calls: list[tuple[Any, ...]]
+) -> list[MessageContext]:
+    """Each message with the calls it makes and the results it carries. The cyclic collector
+    is off meanwhile: the records hold no cycles, and building thousands of them would have
+    it walk the caller's whole heap again and again (as long as building them, when the
+    caller holds many records already)."""
+    call_fields, msg_fields = set(_CALL_COLS), set(_MSG_COLS)
+    context_fields = {"message", "calls", "results"}
+    with no_cyclic_gc():
+        by_call: dict[int, list[ToolCall]] = defaultdict(list)
+        by_result: dict[int, list[ToolCall]] = defaultdict(list)
+        for row in calls:  # rows name every column, in field order (tested): zip need not check
+            values = dict(zip(_CALL_COLS, row[1:], strict=False))
+            call = _construct(ToolCall, values, call_fields)
+            by_call[row[_CALL_IDX]].append(call)
+            if row[_RESULT_IDX] is not None:
+                by_result[row[_RESULT_IDX]].append(call)
+        out = []
+        for row in msgs:
+            d = dict(zip(_MSG_COLS, row, strict=False))
+            if d["text"] is None:
+                d["text"] = ""
+            idx = row[_MSG_IDX]
+            calls_of = by_call.get(idx)
+            results_of = by_result.get(idx)
+            out.append(_construct(MessageContext, {
+                "message": _construct(Message, d, msg_fields),
+                "calls": calls_of if calls_of is not None else [],
+                "results": results_of if results_of is not None else [],
+            }, context_fields))
+        return out
+
+
+# --------------------------------------------------------------------------- Arrow tables
+
+Tables = tuple[pa.Table, pa.Table]
+"""(message table, tool-call table): ``load_rows``'s rows, as Arrow tables in the same order."""
+
+
+def load_tables(con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int) -> Tables:
+    """``load_rows``, as Arrow tables (sorted natively, no Python object per value)."""
+    params = {"sid": session_id, "lo": lo, "hi": hi}
+    msgs = con.execute(_MSG_SQL, params).fetch_arrow_table()
+    calls = con.execute(_CALL_SQL, params).fetch_arrow_table()
+    return msgs.sort_by("msg_idx"), calls.sort_by("rowid")
+
+
+def msg_indices(tables: Tables) -> list[int]:
+    """msg_idx of the messages of ``tables``, in order."""
+    indices: list[int] = tables[0].column("msg_idx").to_pylist()
+    return indices
+
+
+def rows_from_tables(tables: Tables) -> Rows:
+    """The rows ``load_rows`` returns for the same messages. String columns go through
+    numpy (a third faster than ``to_pylist``; a NULL is None either way); the others, whose
+    NULLs numpy would turn into NaN, through ``to_pylist``."""
+    with no_cyclic_gc():
+        return _table_rows(tables[0]), _table_rows(tables[1])
+
+
+def _table_rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    columns = [
+        col.to_numpy(zero_copy_only=False).tolist()
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+        else col.to_pylist()
+        for col in table.columns
+    ]
+    return list(zip(*columns, strict=True))
+
+
+def tail_tables(tables: Tables, n: int) -> Tables:
+    """``tail_rows`` of Arrow tables: the last ``n`` messages, their calls and results."""
+    msgs, calls = tables
+    msgs = msgs.slice(max(0, msgs.num_rows - n)) if n else msgs.slice(0, 0)
+    return msgs, _calls_touching(calls, set(msg_indices((msgs, calls))))
+
+
+def with_calls(tables: Tables) -> Tables:
+    """Only the messages that make a call or carry a result (those the polling and tooling
+    analysers read); every call is kept."""
+    msgs, calls = tables
+    touched = set(calls.column("msg_idx").to_pylist())
+    touched.update(calls.column("result_msg_idx").to_pylist())
+    keep = [i in touched for i in msg_indices(tables)]
+    return msgs.filter(pa.array(keep, type=pa.bool_())), calls
+
+
+def _calls_touching(calls: pa.Table, idx: set[int]) -> pa.Table:
+    """The calls made by, or answered in, messages ``idx``."""
+    made = calls.column("msg_idx").to_pylist()
+    answered = calls.column("result_msg_idx").to_pylist()
+    keep = [m in idx or r in idx for m, r in zip(made, answered, strict=True)]
+    return calls.filter(pa.array(keep, type=pa.bool_()))
+
+
+def contexts_from_tables(tables: Tables) -> list[MessageContext]:
+    return contexts_from_rows(*rows_from_tables(tables))
+
+
+def pack(*tables: pa.Table) -> bytes:
+    """Arrow tables as one buffer (Arrow IPC streams, one after another)."""
+    sink = pa.BufferOutputStream()
+    for table in tables:
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    packed: bytes = sink.getvalue().to_pybytes()
+    return packed
+
+
+def unpack(packed: bytes, n: int) -> list[pa.Table]:
+    """The ``n`` tables of ``pack``."""
+    reader = pa.BufferReader(packed)
+    return [pa.ipc.open_stream(reader).read_all() for _ in range(n)]
