@@ -496,9 +496,12 @@ def judge_claims(frames: SessionFrames, from_idx: int = 0) -> list[ReadinessClai
     if tags.empty:
         return []
     rows = tags.drop_duplicates("msg_idx").sort_values("msg_idx")
-    idx = [int(i) for i in rows["msg_idx"]]
+    idx = [int(i) for i in rows["msg_idx"].tolist()]
     texts = frames.select("messages", ["msg_idx", "text"], {"msg_idx": idx})
-    text_of = {int(i): str(t or "") for i, t in zip(texts["msg_idx"], texts["text"], strict=True)}
+    # .tolist() yields the values iterating the Series would (NaN for a null text), in
+    # one conversion instead of one boxed element at a time.
+    columns = (texts["msg_idx"].tolist(), texts["text"].tolist())
+    text_of = {int(i): str(t or "") for i, t in zip(*columns, strict=True)}
     ev = _Evidence(frames, idx)
     claims = []
     for n, row in enumerate(rows.itertuples(index=False)):

@@ -99,6 +99,7 @@ class SessionFrames:
         self._source_ids: dict[int, str] = {}
         self._ids_from: int | None = None  # the ids of messages from here on are read
         self._positions: dict[int, int] | None = None
+        self._refs: dict[int, str] = {}
 
     # -- reading -------------------------------------------------------------
 
@@ -213,7 +214,19 @@ class SessionFrames:
         return self._source_ids.get(msg_idx, str(msg_idx))
 
     def ref(self, msg_idx: int | None) -> str:
-        """How a reader finds a message: ``msg 6853`` or the native id itself."""
+        """How a reader finds a message: ``msg 6853`` or the native id itself.
+
+        Memoised per message: verdicts name the same few messages thousands of times, and
+        a message's id never changes once read (:meth:`source_id` reads each block once)."""
+        if msg_idx is None:
+            return self._ref(msg_idx)
+        key = int(msg_idx)
+        ref = self._refs.get(key)
+        if ref is None:
+            ref = self._refs[key] = self._ref(key)
+        return ref
+
+    def _ref(self, msg_idx: int | None) -> str:
         sid = self.source_id(msg_idx)
         return sid if sid.lower().startswith("msg") else f"msg {sid}"
 

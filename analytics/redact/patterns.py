@@ -196,6 +196,11 @@ def load_patterns() -> PatternSet:
 _CLOSE_OP = r"""\\{0,3}+["'`]?+\]?+\s{0,3}+(?::=|=|:)(?![=/])\s{0,3}+\\{0,3}+["'`]?+"""
 """What may stand between a credential keyword and its value (env_secret's close, op and
 quote), possessive: each part stops where the next must start, so nothing to backtrack."""
+_OP_NEXT = r"""(?=[\\"'`\]\s]{0,8}[:=])"""
+"""What follows a credential keyword when _CLOSE_OP does: each part of _CLOSE_OP before its
+``:``/``=`` takes at most 3+1+1+3 characters of this class. Tested first, this rejects
+``tokens``, ``keyboard``, ``token usage`` in a few steps instead of after the look-behinds
+for every credential name; being implied by _CLOSE_OP, it changes no match."""
 _VALUE = r"""[^\s"'`\\,;]"""
 _WEAK_MIN = 8
 """A WEAK name's value must be random-looking, so at least this long (see _env_name)."""
@@ -224,7 +229,7 @@ def _name_gates(names: dict[str, frozenset[str]], pivots: list[list[str]]) -> li
             if kw in ("key", "token"):  # WEAK names (upper-case *_KEY, bare token)
                 tail += f"|{assign.replace(mark, f'(?P<cred{len(gates)}w>)')}{{{_WEAK_MIN}}})"
             tail += ")"
-        gates.append(f"{kw[i:]}{behind}{tail}")
+        gates.append(f"{kw[i:]}{_OP_NEXT}{behind}{tail}")
     return gates
 
 
