@@ -276,9 +276,7 @@ class _FileLoader:
         if self.stream is not None and self._flushed is not None:
             # The stream reads what the flush before stored: in by now (a flush of parsing
             # takes longer than its appends), and read before this flush's appends go out.
-            assert self.behind is not None
-            self.behind.wait()
-            self.stream.stored(*self._flushed)
+            self._feed_stream(*self._flushed)
         put = self._put
         put("messages", self.messages)
         put("tool_calls", self.calls)
@@ -287,7 +285,16 @@ class _FileLoader:
         put("redactions", self.redactions)
         self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
         if self.stream is not None:
-            self._flushed = dict(self.first_idx), dict(self.last_idx)
+            if self.stream.run is None:  # no chunk out yet: the worker waits for its first
+                self._feed_stream(self.first_idx, self.last_idx)
+            else:
+                self._flushed = dict(self.first_idx), dict(self.last_idx)
+
+    def _feed_stream(self, first_idx: dict[str, int], last_idx: dict[str, int]) -> None:
+        assert self.stream is not None and self.behind is not None
+        self._flushed = None
+        self.behind.wait()
+        self.stream.stored(first_idx, last_idx)
 
     def close(self) -> None:
         """Wait for the appends still out (their errors are raised by :meth:`finish`)."""
