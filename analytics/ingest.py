@@ -369,18 +369,18 @@ class _AnalysisStream:
     after the parse, exactly as without the stream.
     """
 
-    def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int) -> None:
-        from analytics.analysis.tagging import worker as tag_worker
-
+    def __init__(
+        self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int, worker: Any = None
+    ) -> None:
         self.analyser, self.con = analyser, con
         self.run: Any | None = None  # a MessageRun once a session is long enough
         self.session_id: str | None = None
         self.late = False
-        self.worker: Any | None = None
-        """Forked up front for a large file, so that it loads spaCy while the first rows
-        are parsed; the run takes it over (or it is stopped unused)."""
-        if size >= PREFORK_BYTES:
-            self.worker = tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
+        self.worker: Any | None = worker
+        """Forked up front for a large file (``prefork``), so that it loads spaCy while the
+        first rows are parsed; the run takes it over (or it is stopped unused)."""
+        if worker is None and size >= PREFORK_BYTES:
+            self.worker = prefork(analyser)
 
     def check(self, session_id: str, msg_idx: int) -> None:
         """A message or call of ``msg_idx`` arrives: too late if that part is analysed."""
@@ -422,6 +422,13 @@ class _AnalysisStream:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
+
+
+def prefork(analyser: Any) -> Any:
+    """A tagging worker that starts loading the tagger now (None when none can help)."""
+    from analytics.analysis.tagging import worker as tag_worker
+
+    return tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
 
 
 def _delete_path(con: duckdb.DuckDBPyConnection, path: str) -> None:
@@ -482,6 +489,8 @@ class Ingestor:
         self._analyse = analyse
         self._rules = rules
         self.loaded = loaded or Warm()
+        self._early: Any = None
+        """A worker forked before a new large file is hashed, for its stream (``_load``)."""
         if self.loaded.analyser is not None:
             # Per-session tooling state is re-read from the database: another process may
             # have ingested the session since the analyser last saw it.
@@ -514,6 +523,27 @@ class Ingestor:
         prev = _previous(self.con, key)
         if prev and prev["bytes"] == size and prev["mtime"] == mtime and prev["format"] == fmt:
             return self._unchanged(key, fmt, prev)
+        if prev is None and self._streams(size):
+            # A new large file is analysed while it is parsed: its worker starts loading the
+            # tagger now, while the file is hashed.
+            self._early = prefork(self.analyser)
+        try:
+            return self._ingest_changed(path, key, fmt, module, size, mtime, prev)
+        finally:
+            if self._early is not None:  # not taken (an error before the parse)
+                self._early.close()
+                self._early = None
+
+    def _streams(self, size: int) -> bool:
+        """A new file of ``size`` bytes is analysed while it is parsed, with a worker forked
+        up front (see ``_load``)."""
+        staged = self.staging_dir is not None and size > STAGE_ABOVE
+        return self._analyse and not staged and size >= PREFORK_BYTES
+
+    def _ingest_changed(
+        self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
+        prev: dict[str, Any] | None,
+    ) -> FileResult:
         appendable = getattr(module, "APPENDABLE", False) and path.is_file()
         mark = int(prev["end_offset"] or 0) if prev and appendable else 0
         sha, prefix = content_shas(path, [mark] if mark else [])
@@ -665,7 +695,8 @@ class Ingestor:
         loader = _FileLoader(con, key, self.redactor, taken, staging)
         if self.analyser is not None and staging is None and resume is None:
             # Rows are in the database as they are parsed: analyse while parsing.
-            loader.stream = _AnalysisStream(self.analyser, con, size)
+            loader.stream = _AnalysisStream(self.analyser, con, size, self._early)
+            self._early = None
         ledger = Ledger()
         try:
             touched = self._parse(module, path, ledger, resume, loader, staging)

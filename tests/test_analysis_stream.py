@@ -188,3 +188,48 @@ def test_a_failing_parse_stops_the_worker(
     assert summary.errors and stopped and stopped[0]
     assert forked
     assert not multiprocessing.active_children()
+
+
+@needs_worker
+def test_a_new_file_forks_its_worker_before_it_is_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
+    forked: list[int],
+) -> None:
+    """The worker of a new large file loads the tagger while the file is hashed, and it is
+    the one the stream uses: no second fork."""
+    session = tmp_path / "s.jsonl"
+    _late_result_session(session, 240)
+    lines = session.read_text().splitlines()
+    session.write_text("\n".join(lines[1:-1]) + "\n")  # every result comes back at once
+    workers_when_hashed: list[int] = []
+    real = ingest_module.content_shas
+
+    def shas(*args: Any, **kwargs: Any) -> Any:
+        workers_when_hashed.append(len(forked))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_module, "content_shas", shas)
+    monkeypatch.setattr(ingest_module, "STREAM_LAG", 5)
+    jobs = _submitted(monkeypatch)
+    assert not ingest([session], db=tmp_path / "s.duckdb", build_index=False).errors
+    assert workers_when_hashed == [1] and len(forked) == 1
+    assert [st["late"] for st in streams] == [False] and jobs  # it streamed, with that worker
+    assert not multiprocessing.active_children()
+
+
+@needs_worker
+def test_an_error_before_the_parse_stops_the_early_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
+    forked: list[int],
+) -> None:
+    session = tmp_path / "s.jsonl"
+    _late_result_session(session, 240)
+
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("input/output error")
+
+    monkeypatch.setattr(ingest_module, "content_shas", unreadable)
+    summary = ingest([session], db=tmp_path / "s.duckdb", build_index=False)
+    assert summary.errors and "input/output error" in (summary.errors[0].error or "")
+    assert forked
+    assert not multiprocessing.active_children()
