@@ -277,6 +277,8 @@ def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied."""
+    from analytics.store.db import sql_string  # (db imports this module)
+
     done = applied(con)
     ran: list[str] = []
     for m in MIGRATIONS:
@@ -285,9 +287,11 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
         con.execute("BEGIN TRANSACTION")
         try:
             m(con)
+            # (literals, not parameters: DuckDB imports pandas to look at any parameter)
+            applied_at = datetime.now(UTC).replace(tzinfo=None).isoformat(sep=" ")
             con.execute(
-                "INSERT INTO _migrations VALUES (?, ?)",
-                [m.__name__, datetime.now(UTC).replace(tzinfo=None)],
+                f"INSERT INTO _migrations VALUES ({sql_string(m.__name__)}, "
+                f"TIMESTAMP {sql_string(applied_at)})"
             )
             con.execute("COMMIT")
         except Exception:
