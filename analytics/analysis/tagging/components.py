@@ -285,11 +285,27 @@ _QUOTE_MARKS = re.compile(
 )
 """Code and quotations. Every alternative opens with its quote character (a letter before
 ``'`` is looked for after it), so the engine skips to the next quote character at C speed."""
-_QUOTED_LINE = re.compile(
-    r"^\s*(?:>|\[\d{4}-\d\d-\d\d|INFO|WARNING|ERROR|DEBUG|\d{4}-\d\d-\d\d[ T]\d\d:)[^\n]*",
-    re.S | re.M,
-)
+_QUOTED_LINE_BODY = r"\s*(?:>|\[\d{4}-\d\d-\d\d|INFO|WARNING|ERROR|DEBUG|\d{4}-\d\d-\d\d[ T]\d\d:)[^\n]*"
+_QUOTED_LINE = re.compile("^" + _QUOTED_LINE_BODY, re.S | re.M)
 """Block quotes and log lines."""
+_QUOTED_FIRST_LINE = re.compile(_QUOTED_LINE_BODY, re.S | re.M)
+_QUOTED_NEXT_LINE = re.compile("\n" + _QUOTED_LINE_BODY, re.S | re.M)
+"""``_QUOTED_LINE`` found as it is read: ``^`` holds only at the start and after a newline,
+but the engine would try the pattern at every character; led by the literal newline, it
+skips to the next one at memory speed (see ``_quoted_line``)."""
+
+
+def _quoted_line(text: str, pos: int) -> tuple[int, int] | None:
+    """The span of ``_QUOTED_LINE.search(text, pos)``, or None. A line starting at or after
+    ``pos`` is the start of ``text`` or follows a newline at or after ``pos - 1``; the
+    pattern after ``^`` is the same, so the match from there is the same (it may run over
+    newlines: ``\\s*``), and the first line start found is the first one that matches."""
+    if pos == 0:
+        m = _QUOTED_FIRST_LINE.match(text)
+        if m is not None:
+            return m.span()
+    m = _QUOTED_NEXT_LINE.search(text, max(pos - 1, 0))
+    return (m.start() + 1, m.end()) if m is not None else None
 
 
 def quoted_regions(text: str) -> list[tuple[int, int]]:
@@ -298,20 +314,20 @@ def quoted_regions(text: str) -> list[tuple[int, int]]:
     give them (no position can start a match of both), three times as fast."""
     out: list[tuple[int, int]] = []
     mark = _QUOTE_MARKS.search(text)
-    line = _QUOTED_LINE.search(text)
+    line = _quoted_line(text, 0)
     while True:
-        if mark is not None and (line is None or mark.start() < line.start()):
-            m = mark
+        if mark is not None and (line is None or mark.start() < line[0]):
+            span = mark.span()
         elif line is not None:
-            m = line
+            span = line
         else:
             return out
-        out.append(m.span())
-        end = m.end()  # matches are never empty
+        out.append(span)
+        end = span[1]  # matches are never empty
         if mark is not None and mark.start() < end:
             mark = _QUOTE_MARKS.search(text, end)
-        if line is not None and line.start() < end:
-            line = _QUOTED_LINE.search(text, end)
+        if line is not None and line[0] < end:
+            line = _quoted_line(text, end)
 
 
 CONSEQUENCE_RULES = frozenset({"diagnosis:so:weak", "diagnosis:which-means:weak", "diagnosis:means:weak"})

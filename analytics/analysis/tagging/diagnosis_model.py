@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import spacy
-from spacy.attrs import ORTH
+from spacy.attrs import IDX, ORTH
 from spacy.language import Language
 from spacy.tokenizer import Tokenizer
 from spacy.vocab import Vocab
@@ -98,17 +99,81 @@ def prefilter_regex(words: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
 
 
-def candidates(text: str, prefilter: re.Pattern[str] | None) -> list[tuple[int, int]]:
+def candidates(
+    text: str, prefilter: re.Pattern[str] | None, quoted: list[tuple[int, int]] | None = None
+) -> list[tuple[int, int]]:
     """Spans of the sentences of ``text`` that the classifier scores: not those inside a
-    quotation (a quoted log line, a ``>`` block quote: quoting is not diagnosing)."""
+    quotation (a quoted log line, a ``>`` block quote: quoting is not diagnosing).
+    ``quoted``: ``quoted_regions(text)``, when the caller has it already."""
     spans = sentences(text)
-    quoted = quoted_regions(text) if spans else []
+    if not spans:
+        return spans
+    if quoted is None:
+        quoted = quoted_regions(text)
     if quoted:
         spans = [(a, b) for a, b in spans if not any(x <= a and b <= y for x, y in quoted)]
     if prefilter is None:
         return spans
     lower = text.lower()
     return [(a, b) for a, b in spans if prefilter.search(lower, a, b)]
+
+
+# --- tokens ------------------------------------------------------------------------
+
+JOIN = "\n\n"
+"""What ``token_keys`` puts between the texts it tokenises together."""
+JOIN_CHARS = 8_000
+"""Texts are tokenised together up to about this many characters (a Doc grows by copying)."""
+
+
+def joinable(tokenizer: Tokenizer) -> bool:
+    """``tokenizer`` tokenises texts joined with ``JOIN`` as it tokenises each alone (given
+    that they neither start nor end with whitespace; see ``token_keys``): no special case but
+    a lone ``"\n"`` holds a newline, so none can match across the tokens of a ``JOIN``."""
+    return not any("\n" in rule for rule in tokenizer.rules if rule != "\n")
+
+
+def token_keys(tokenizer: Tokenizer, texts: list[str], join: bool = True) -> list[Keys]:
+    """``tokenizer(t).to_array(ORTH)`` for each of ``texts``, most of them tokenised
+    together: one Doc (and one ``to_array``) for many short texts costs a third less.
+
+    Exact: the tokenizer cuts a text at whitespace and tokenises each piece alone (its
+    cache is per piece); a text that neither starts nor ends with whitespace is a run of
+    whole pieces of the joined text, all of whose tokens start inside the text's own
+    characters (``IDX``), and ``JOIN`` is whitespace, so no piece spans two texts. Special
+    cases are then matched over the whole Doc, but none can match across a ``JOIN``
+    (``joinable``); those inside a text are found there as in the text alone. Texts
+    starting or ending with whitespace (a cut sentence may), and all texts when ``join``
+    is false, are tokenised alone."""
+    out: list[Keys | None] = [None] * len(texts)
+    group: list[int] = []
+    size = 0
+
+    def flush() -> None:
+        bounds: list[int] = []  # start and end of each text in the joined one
+        offset = 0
+        for i in group:
+            bounds += (offset, offset + len(texts[i]))
+            offset += len(texts[i]) + len(JOIN)
+        table = tokenizer(JOIN.join(texts[i] for i in group)).to_array([ORTH, IDX])
+        cut = np.searchsorted(table[:, 1], bounds).tolist()
+        keys = np.ascontiguousarray(table[:, 0])
+        for k, i in enumerate(group):
+            out[i] = keys[cut[2 * k] : cut[2 * k + 1]]
+        group.clear()
+
+    for i, text in enumerate(texts):
+        if not join or not text or text[0].isspace() or text[-1].isspace():
+            out[i] = tokenizer(text).to_array(ORTH)
+            continue
+        group.append(i)
+        size += len(text)
+        if size >= JOIN_CHARS:
+            flush()
+            size = 0
+    if group:
+        flush()
+    return [k for k in out if k is not None]
 
 
 # --- the classifier without thinc ---------------------------------------------------
@@ -252,6 +317,8 @@ class DiagnosisModel:
         self.settings = Settings.read(path / SETTINGS_FILE)
         self._prefilter = prefilter_regex(self.settings.prefilter)
         self._loaded: tuple[Tokenizer, BowWeights] | None = None
+        self._joinable = False
+        """The tokenizer allows ``token_keys`` to tokenise texts together (set on loading)."""
         self._cache: dict[str, float] = {}
 
     def _load(self) -> tuple[Tokenizer, BowWeights]:
@@ -266,6 +333,7 @@ class DiagnosisModel:
                     "(or export the weights of the one there with `--export-only`)"
                 )
             tokenizer = Tokenizer(Vocab()).from_disk(self.path / "tokenizer")
+            self._joinable = joinable(tokenizer)
             self._loaded = (tokenizer, BowWeights.load(weights))
         return self._loaded
 
@@ -286,9 +354,10 @@ class DiagnosisModel:
         z = a * math.log(raw / (1 - raw)) + b
         return 1 / (1 + math.exp(-z))
 
-    def candidates(self, text: str) -> list[tuple[int, int]]:
-        """Sentence spans worth scoring (the prefilter, no tokenising)."""
-        return candidates(text, self._prefilter)
+    def candidates(self, text: str, quoted: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+        """Sentence spans worth scoring (the prefilter, no tokenising); ``quoted``: the
+        ``quoted_regions`` of ``text`` when known."""
+        return candidates(text, self._prefilter, quoted)
 
     def raw_scores(self, texts: list[str]) -> list[float]:
         """The classifier's uncalibrated ``diagnosis`` score for each sentence text: the
@@ -299,14 +368,21 @@ class DiagnosisModel:
                 wanted = set(texts)
                 self._cache = {t: s for t, s in self._cache.items() if t in wanted}
             tokenizer, weights = self._load()
-            keys = [tokenizer(t).to_array(ORTH) for t in fresh]
+            keys = token_keys(tokenizer, fresh, self._joinable)
             probs = weights.probabilities(keys)[:, weights.labels.index(LABEL)].tolist()
             self._cache.update(zip(fresh, probs, strict=True))
         return [self._cache[t] for t in texts]
 
-    def best(self, texts: list[str]) -> list[SentenceScore | None]:
-        """For each message text: its best-scoring candidate sentence (None without one)."""
-        spans = [self.candidates(t) for t in texts]
+    def best(
+        self, texts: list[str], quoted: Sequence[list[tuple[int, int]] | None] | None = None
+    ) -> list[SentenceScore | None]:
+        """For each message text: its best-scoring candidate sentence (None without one).
+        ``quoted``: for each text its ``quoted_regions``, or None where not known (the
+        Tagger found them for the prose rules already)."""
+        if quoted is None:
+            spans = [self.candidates(t) for t in texts]
+        else:
+            spans = [self.candidates(t, q) for t, q in zip(texts, quoted, strict=True)]
         flat = [t[a:b] for t, ss in zip(texts, spans, strict=True) for a, b in ss]
         scores = iter(self.raw_scores(flat))
         out: list[SentenceScore | None] = []

@@ -17,6 +17,7 @@ from typing import Any
 from spacy.language import Language
 from spacy.tokens import Doc
 
+from analytics.analysis.literals import Gated, lowered
 from analytics.analysis.tagging.components import (
     PATTERNS_DIR,
     SPANS_KEY,
@@ -52,6 +53,8 @@ WHOLE_MESSAGE_LABELS = frozenset({"user_checkin"})
 PIECE_CACHE_SIZE = 50_000
 """Distinct prose windows whose spans are remembered (per Tagger)."""
 _WORD = re.compile(r"\S+")
+_Regions = list[tuple[int, int]]
+"""Character ranges of a text (``quoted_regions``)."""
 _PieceKey = tuple[str, str, tuple[tuple[int, int], ...], bool]
 """(role, window text, quoted regions inside it, failure context)"""
 OPENER_CHARS = 200
@@ -99,8 +102,10 @@ class Tagger:
             self.version += f"+diagnosis-{self.diagnosis.settings.version}"
         self.tools = ToolRules(extra_regex)
         self._context = [
-            re.compile(r["regex"], re.S | re.M) for r in read_jsonl(PATTERNS_DIR / "context.jsonl")
+            Gated.compile(r["regex"], re.S | re.M) for r in read_jsonl(PATTERNS_DIR / "context.jsonl")
         ]
+        """Context wrappers, each with the literals one of which its matches contain: a user
+        message without them (most) is not scanned by the regex (nothing to blank out)."""
         self._nlp: Language | None = None
         opener = sorted(lexicon()["failure_opener"], key=len, reverse=True)
         self._opener = re.compile(r"\b(?:" + "|".join(map(re.escape, opener)) + r")\b")
@@ -153,36 +158,46 @@ class Tagger:
         for ctx in batch:
             for idx, hit in self._structural(ctx):
                 add(ctx, idx, hit)
-        by_idx = {ctx.message.msg_idx: ctx for ctx in batch}
-        for idx, call in background_rechecks(batch).items():
+        rechecks = background_rechecks(batch)
+        by_idx = {ctx.message.msg_idx: ctx for ctx in batch} if rechecks else {}
+        for idx, call in rechecks.items():
             evidence = f"{call.tool} {call.input or ''}"[:200]
             add(by_idx[idx], idx, Hit("polling_loop", "polling:background", evidence, 0, 0))
         errors = {idx for idx, label in found if label == "error"}
         texts = [self.prose(ctx) for ctx in batch]  # read by the rules and the classifier
-        for ctx, hit in self._prose_hits(batch, texts, errors):
+        quoted: list[_Regions | None] = [None] * len(batch)  # found once, read by both
+        for ctx, hit in self._prose_hits(batch, texts, errors, quoted):
             add(ctx, ctx.message.msg_idx, hit)
-        for tag in self._model_tags(batch, texts, found):
+        for tag in self._model_tags(batch, texts, found, quoted):
             found[(tag.msg_idx, tag.tag)] = tag
         return sorted(found.values(), key=lambda t: (t.msg_idx, t.tag))
 
     # --- learned: diagnosis ------------------------------------------------
     def _model_tags(
-        self, batch: list[MessageContext], texts: list[str | None], found: dict[tuple[int, str], Tag]
+        self,
+        batch: list[MessageContext],
+        texts: list[str | None],
+        found: dict[tuple[int, str], Tag],
+        quoted: list[_Regions | None],
     ) -> list[Tag]:
         """``diagnosis`` from the classifier for assistant messages the rules did not tag:
         score = calibrated probability of the best prefiltered sentence. ``texts``: the
-        ``prose`` of each message of ``batch``."""
+        ``prose`` of each message of ``batch``; ``quoted``: their ``quoted_regions`` where
+        ``_prose_hits`` found them (None elsewhere)."""
         if self.diagnosis is None:
             return []
         todo: list[tuple[MessageContext, str]] = []
-        for ctx, text in zip(batch, texts, strict=True):
+        todo_quoted: list[_Regions | None] = []
+        for ctx, text, q in zip(batch, texts, quoted, strict=True):
             if ctx.message.role != "assistant" or (ctx.message.msg_idx, "diagnosis") in found:
                 continue
             if text is not None:
                 todo.append((ctx, text))
+                todo_quoted.append(q)
         threshold = self.diagnosis.settings.threshold
         tags: list[Tag] = []
-        for (ctx, text), best in zip(todo, self.diagnosis.best([t for _, t in todo]), strict=True):
+        scored = self.diagnosis.best([t for _, t in todo], todo_quoted)
+        for (ctx, text), best in zip(todo, scored, strict=True):
             if best is None or best.probability < threshold:
                 continue
             tags.append(Tag(
@@ -243,14 +258,18 @@ class Tagger:
     def prose(self, ctx: MessageContext) -> str | None:
         """The text worth tokenising, context wrappers blanked out (offsets kept); None to skip."""
         msg = ctx.message
-        if msg.role not in PROSE_ROLES or not msg.text.strip():
-            return None
+        if msg.role not in PROSE_ROLES or not msg.text or msg.text.isspace():
+            return None  # (``not text.strip()``, without copying the text)
         if msg.role == "user" and (msg.is_compaction_summary or msg.is_sidechain):
             return None
         text = msg.text[:MAX_PROSE_CHARS]
         if msg.role == "user":
+            low = lowered(text)  # of the text as it is now: lowered again after a change
             for rx in self._context:
-                text = rx.sub(lambda m: " " * len(m.group(0)), text)
+                if low is None or rx.literals is None or any(w in low for w in rx.literals):
+                    blanked = rx.regex.sub(lambda m: " " * len(m.group(0)), text)
+                    if blanked != text:
+                        text, low = blanked, lowered(blanked)
             if not text.strip():
                 return None
         return text
@@ -299,16 +318,21 @@ class Tagger:
         return self._opener.search(head) is not None
 
     def _prose_hits(
-        self, batch: list[MessageContext], texts: list[str | None], errors: set[int]
+        self,
+        batch: list[MessageContext],
+        texts: list[str | None],
+        errors: set[int],
+        quoted_out: list[_Regions | None],
     ) -> Iterator[tuple[MessageContext, Hit]]:
         """Prose tags of ``batch``: trigger windows through spaCy (``nlp.pipe``), each
         distinct window once (short messages such as "ok?" repeat a lot). ``texts``: the
         ``prose`` of each message; ``errors``: msg_idx of the records tagged ``error`` (an
-        assistant message after one explains it)."""
+        assistant message after one explains it); ``quoted_out[i]`` receives the
+        ``quoted_regions`` of ``texts[i]`` where they are computed (for the classifier)."""
         todo: list[tuple[MessageContext, int, _PieceKey]] = []
         fresh: dict[_PieceKey, None] = {}
         after_error = False
-        for ctx, text in zip(batch, texts, strict=True):
+        for i, (ctx, text) in enumerate(zip(batch, texts, strict=True)):
             failed = after_error
             if ctx.message.msg_idx in errors:
                 after_error = True
@@ -320,7 +344,7 @@ class Tagger:
             if not regions:
                 continue
             failed = ctx.message.role == "assistant" and (failed or self._failure_context(text))
-            quoted = quoted_regions(text)
+            quoted = quoted_out[i] = quoted_regions(text)
             for a, b in regions:
                 inside = tuple((max(x, a) - a, min(y, b) - a) for x, y in quoted if x < b and y > a)
                 key: _PieceKey = (str(ctx.message.role), text[a:b], inside, failed)

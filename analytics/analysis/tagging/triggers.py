@@ -166,7 +166,8 @@ def _emit(node: _Node) -> str:
         cont = _LETTER_END
         if "" not in node.rests:
             guard = _guard(node.firsts) if len(node.rests) > 1 else ""
-            cont += r"\s*" + guard + "(?:" + "|".join(sorted(node.rests)) + ")"
+            cont += (r"\s*+" if guard and _opens_unspaced(node.firsts) else r"\s*") + guard
+            cont += "(?:" + "|".join(sorted(node.rests)) + ")"
         alts.append(cont)
     return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
@@ -190,6 +191,16 @@ def _guard(firsts: list[frozenset[str] | None]) -> str:
             node = node.kids.setdefault(ch, _Node())
         node.rests = {""}
     return "(?=" + _emit_words(root) + ")"
+
+
+def _opens_unspaced(firsts: list[frozenset[str] | None]) -> bool:
+    """Every word of ``firsts`` opens with a character other than whitespace. Then the
+    ``\\s*`` before a guard of these words may be possessive (``\\s*+``, Python >= 3.11): the
+    guard fails at every whitespace character, so giving back some of the whitespace, which
+    the engine would try after each failure (a second guard per word), never matches."""
+    return all(
+        first is not None and all(w and not w[0].isspace() for w in first) for first in firsts
+    )
 
 
 def _emit_words(node: _Node, last: str = "") -> str:
