@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ from analytics.timing import report as report_timings
 from analytics.timing import timed
 
 if TYPE_CHECKING:  # the writer (pyarrow) is imported when a file is loaded, not for no-op runs
-    from analytics.store.writer import Staging, WriteBehind
+    from analytics.store.writer import Staging
 
 FLUSH_EVERY = 20_000
 STAGE_ABOVE = 192 * 2**20
@@ -174,15 +175,8 @@ class _FileLoader:
         self.con = con
         self.path = path
         self.staging = staging
-        self.behind: WriteBehind | None = None
-        """Direct appends, on a thread while the parse goes on (the connection is the
-        thread's until :meth:`WriteBehind.wait`)."""
-        if staging is None:
-            from analytics.store.writer import WriteBehind
-
-            self.behind = WriteBehind(con)
         self._put: Callable[..., int] = (
-            staging.append if staging is not None else self.behind.append  # type: ignore[union-attr]
+            staging.append if staging is not None else partial(_direct_append, con)
         )
         self.redactor = redactor
         self.taken = taken_sessions
@@ -200,8 +194,6 @@ class _FileLoader:
         """The latest message of each session (stored by the next flush)."""
         self.stream: _AnalysisStream | None = None
         """Analysis that runs while the file is parsed (see :class:`_AnalysisStream`)."""
-        self._flushed: tuple[dict[str, int], dict[str, int]] | None = None
-        """``first_idx`` and ``last_idx`` as of the last flush, for the stream."""
 
     def _sid(self, sid: str | None) -> str | None:
         if sid is None:
@@ -273,10 +265,6 @@ class _FileLoader:
         return new
 
     def flush(self) -> None:
-        if self.stream is not None and self._flushed is not None:
-            # The stream reads what the flush before stored: in by now (a flush of parsing
-            # takes longer than its appends), and read before this flush's appends go out.
-            self._feed_stream(*self._flushed)
         put = self._put
         put("messages", self.messages)
         put("tool_calls", self.calls)
@@ -285,28 +273,12 @@ class _FileLoader:
         put("redactions", self.redactions)
         self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
         if self.stream is not None:
-            if self.stream.run is None:  # no chunk out yet: the worker waits for its first
-                self._feed_stream(self.first_idx, self.last_idx)
-            else:
-                self._flushed = dict(self.first_idx), dict(self.last_idx)
-
-    def _feed_stream(self, first_idx: dict[str, int], last_idx: dict[str, int]) -> None:
-        assert self.stream is not None and self.behind is not None
-        self._flushed = None
-        self.behind.wait()
-        self.stream.stored(first_idx, last_idx)
-
-    def close(self) -> None:
-        """Wait for the appends still out (their errors are raised by :meth:`finish`)."""
-        if self.behind is not None:
-            self.behind.close()
+            self.stream.stored(self.first_idx, self.last_idx)
 
     def finish(self) -> list[tuple[str, int]]:
         """Flush, store sessions and apply orphan results; return (session, msg_idx) of calls
         completed by those results."""
         self.flush()
-        if self.behind is not None:
-            self.behind.wait()
         if self.staging is not None:
             self.staging.load(self.con)
         for s in self.sessions.values():
@@ -648,7 +620,6 @@ class Ingestor:
                     loader.add(item)
                 return loader.finish()
         finally:
-            loader.close()
             if staging is not None:
                 staging.close()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from pathlib import Path
 
 import duckdb
@@ -488,43 +487,3 @@ def test_a_warm_ingest_reuses_what_the_last_one_loaded(tmp_path: Path) -> None:
     ingest([src], db=tmp_path / "t.duckdb", warm=warm)
     assert (warm.analyser, warm.redactor) == loaded
 
-
-def test_an_append_that_fails_on_the_write_thread_fails_its_file_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Appends run on a thread while the parse goes on: one that fails there (the third
-    flush's messages) is the file's one-line error, nothing of the file is stored, and the
-    other files of the run are."""
-    from analytics import ingest as ingest_module
-    from analytics.store import writer
-
-    monkeypatch.setattr(ingest_module, "FLUSH_EVERY", 5)
-    real = writer._insert_arrow
-    calls = {"messages": 0}
-    threads = set()
-
-    def failing(con: duckdb.DuckDBPyConnection, table: str, arrow: object) -> None:
-        threads.add(threading.current_thread().name)
-        if table == "messages":
-            calls["messages"] += 1
-            if calls["messages"] == 3:
-                raise duckdb.ConstraintException("no room for these rows")
-        real(con, table, arrow)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(writer, "_insert_arrow", failing)
-    bad, good = tmp_path / "bad" / "a.jsonl", tmp_path / "good" / "b.jsonl"
-    bad.parent.mkdir()
-    good.parent.mkdir()
-    _write(bad, [_cc_line(i) for i in range(40)])
-    res = ingest([bad], db=tmp_path / "t.duckdb")
-    assert calls["messages"] >= 3
-    assert all(name.startswith("transcripts-writes") for name in threads), threads
-    assert len(res.errors) == 1
-    err = res.errors[0].error or ""
-    assert "a.jsonl" in err and "no room for these rows" in err and "\n" not in err
-    assert _counts(tmp_path / "t.duckdb")["messages"] == 0
-    assert _ledger(tmp_path / "t.duckdb") == []
-    monkeypatch.setattr(writer, "_insert_arrow", real)
-    _write(good, [_cc_line(i, "99999999-2222-3333-4444-555555555555") for i in range(12)])
-    res = ingest([bad, good], db=tmp_path / "t.duckdb")
-    assert not res.errors and _counts(tmp_path / "t.duckdb")["messages"] == 52

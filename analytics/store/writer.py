@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -127,52 +126,6 @@ def append(
         return 0
     _insert_arrow(con, table, to_arrow(table, rows, extra))
     return len(rows)
-
-
-class WriteBehind:
-    """Appends run on one background thread, in order, while the caller goes on parsing.
-
-    DuckDB releases the GIL while it inserts, so on a second core an append costs the
-    parser only the building of its Arrow table (:func:`to_arrow`, here, before it is
-    handed over). The connection is the thread's while appends are out: every other use of
-    it waits first (:meth:`wait`), and the caller waits before it leaves, error or not."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.con = con
-        self._pool: ThreadPoolExecutor | None = None
-        self._out: list[Future[None]] = []
-
-    def append(
-        self,
-        table: str,
-        rows: Sequence[BaseModel] | Sequence[Any],
-        extra: dict[str, Any] | None = None,
-    ) -> int:
-        """Hand records for ``table`` over (as :func:`append` would store them)."""
-        if not rows:
-            return 0
-        arrow = to_arrow(table, rows, extra)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="transcripts-writes")
-        self._out.append(self._pool.submit(_insert_arrow, self.con, table, arrow))
-        return len(rows)
-
-    def wait(self) -> None:
-        """Return once every append handed over is in; raises the first one's error."""
-        out, self._out = self._out, []
-        errors = [f.exception() for f in out]  # (each waits for its append)
-        first = next((e for e in errors if e is not None), None)
-        if first is not None:
-            raise first
-
-    def close(self) -> None:
-        """Wait for the appends (their errors are the caller's to raise: :meth:`wait`)
-        and stop the thread."""
-        for f in self._out:
-            f.exception()
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
 
 
 def _insert_arrow(con: duckdb.DuckDBPyConnection, table: str, arrow: pa.Table) -> None:
