@@ -40,7 +40,7 @@ from analytics.timing import timed
 if TYPE_CHECKING:  # the writer (pyarrow) is imported when a file is loaded, not for no-op runs
     from analytics.store.writer import Staging
 
-FLUSH_EVERY = 20_000
+FLUSH_EVERY = 10_000
 STAGE_ABOVE = 192 * 2**20
 """Files with more new bytes than this are staged through Parquet (bounded memory: DuckDB
 holds an open transaction's rows in memory). Below it rows go straight in, which lets the

@@ -279,3 +279,15 @@ def test_no_worker_is_forked_from_a_large_process(monkeypatch: pytest.MonkeyPatc
     assert tag_worker.available()  # nothing else stands in the way
     monkeypatch.setattr(tag_worker, "MAX_PARENT_RSS_MIB", 1)  # this test process is larger
     assert not tag_worker.available()
+
+
+def test_tables_are_sorted_only_when_out_of_order() -> None:
+    import pyarrow as pa
+
+    from analytics.analysis.rows import _sorted
+
+    ordered = pa.table({"msg_idx": [1, 2, 2, 5], "text": ["a", "b", "c", "d"]})
+    assert _sorted(ordered, "msg_idx") is ordered  # (no copy)
+    shuffled = pa.table({"msg_idx": [5, 1, 2], "text": ["d", "a", "b"]})
+    assert _sorted(shuffled, "msg_idx").to_pylist() == shuffled.sort_by("msg_idx").to_pylist()
+    assert _sorted(shuffled.slice(0, 0), "msg_idx").num_rows == 0

@@ -143,7 +143,16 @@ def load_tables(con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: in
     params = {"sid": session_id, "lo": lo, "hi": hi}
     msgs = con.execute(_MSG_SQL, params).fetch_arrow_table()
     calls = con.execute(_CALL_SQL, params).fetch_arrow_table()
-    return msgs.sort_by("msg_idx"), calls.sort_by("rowid")
+    return _sorted(msgs, "msg_idx"), _sorted(calls, "rowid")
+
+
+def _sorted(table: pa.Table, key: str) -> pa.Table:
+    """``table`` in ``key`` order; as it is when it is in order already (scans mostly return
+    rows in table order; sorting copies every column, texts included)."""
+    keys = table.column(key).to_numpy()
+    if len(keys) < 2 or bool((keys[1:] >= keys[:-1]).all()):
+        return table
+    return table.sort_by(key)
 
 
 def msg_indices(tables: Tables) -> list[int]:
@@ -193,17 +202,16 @@ def contexts_from_tables(tables: Tables) -> list[MessageContext]:
     return contexts_from_rows(*rows_from_tables(tables))
 
 
-def pack(*tables: pa.Table) -> bytes:
-    """Arrow tables as one buffer (Arrow IPC streams, one after another)."""
+def pack(*tables: pa.Table) -> pa.Buffer:
+    """Arrow tables as one buffer (Arrow IPC streams, one after another; it pickles as bytes)."""
     sink = pa.BufferOutputStream()
     for table in tables:
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
-    packed: bytes = sink.getvalue().to_pybytes()
-    return packed
+    return sink.getvalue()
 
 
-def unpack(packed: bytes, n: int) -> list[pa.Table]:
+def unpack(packed: bytes | pa.Buffer, n: int) -> list[pa.Table]:
     """The ``n`` tables of ``pack``."""
     reader = pa.BufferReader(packed)
     return [pa.ipc.open_stream(reader).read_all() for _ in range(n)]

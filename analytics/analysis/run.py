@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
+import pyarrow as pa
 
 from analytics.analysis.rows import (
     Tables,
@@ -207,7 +208,7 @@ class Analyser:
         tool calls just completed), replacing any analysis rows they had."""
         return MessageRun(self, con, session_id, start_idx, extra_idx).finish()
 
-    def _tag_packed(self, packed: bytes) -> list[Tag]:
+    def _tag_packed(self, packed: bytes | pa.Buffer) -> list[Tag]:
         """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
         before it, handed over as ``pack(*margin, *chunk)``."""
         before_msgs, before_calls, msgs, calls = unpack(packed, 4)
