@@ -486,4 +486,3 @@ def test_a_warm_ingest_reuses_what_the_last_one_loaded(tmp_path: Path) -> None:
     _write(src, lines)
     ingest([src], db=tmp_path / "t.duckdb", warm=warm)
     assert (warm.analyser, warm.redactor) == loaded
-

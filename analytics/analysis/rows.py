@@ -199,6 +199,7 @@ def _calls_touching(calls: pa.Table, idx: set[int]) -> pa.Table:
 
 
 def contexts_from_tables(tables: Tables) -> list[MessageContext]:
+    """``contexts_from_rows`` of Arrow tables."""
     return contexts_from_rows(*rows_from_tables(tables))
 
 

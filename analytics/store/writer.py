@@ -124,17 +124,13 @@ def append(
     """Append records to ``table`` in one Arrow scan. ``extra`` sets constant columns."""
     if not rows:
         return 0
-    _insert_arrow(con, table, to_arrow(table, rows, extra))
-    return len(rows)
-
-
-def _insert_arrow(con: duckdb.DuckDBPyConnection, table: str, arrow: pa.Table) -> None:
     name = f"_append_{table}"
-    con.register(name, arrow)
+    con.register(name, to_arrow(table, rows, extra))
     try:
         _insert_from(con, table, name)
     finally:
         con.unregister(name)
+    return len(rows)
 
 
 def _insert_from(con: duckdb.DuckDBPyConnection, table: str, source: str) -> None:
