@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -121,6 +122,10 @@ def fingerprint(path: Path) -> tuple[int, float]:
     size = sum(p.stat().st_size for p in files)
     mtime = max((p.stat().st_mtime for p in files), default=0.0)
     return size, mtime
+
+
+_HASHING = ThreadPoolExecutor(1, thread_name_prefix="transcripts-hash")
+"""Hashes new files while they are parsed (see ``Ingestor._ingest_changed``)."""
 
 
 def content_sha(path: Path, limit: int | None = None) -> str:
@@ -517,6 +522,11 @@ class Ingestor:
         prev: dict[str, Any] | None,
     ) -> FileResult:
         appendable = getattr(module, "APPENDABLE", False) and path.is_file()
+        if prev is None and path.is_file():
+            # Nothing stored to compare with: the file is hashed (its ``size`` bytes read
+            # now) on a thread while it is parsed; hashlib and reads release the GIL.
+            hashing = _HASHING.submit(lambda: content_shas(path, [size])[1][size])
+            return self._load_new(path, key, fmt, module, size, mtime, hashing.result)
         mark = int(prev["end_offset"] or 0) if prev and appendable else 0
         sha, prefix = content_shas(path, [mark] if mark else [])
         if prev and prev["sha256"] == sha and prev["format"] == fmt:
@@ -531,6 +541,13 @@ class Ingestor:
             and prev["prefix_sha256"] == prefix.get(mark)
         ):
             resume = self._resume_from(key, prev)
+        return self._load_new(path, key, fmt, module, size, mtime, lambda: sha, prev, resume)
+
+    def _load_new(
+        self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
+        sha: Callable[[], str], prev: dict[str, Any] | None = None, resume: Resume | None = None,
+    ) -> FileResult:
+        """``_load`` in a transaction of its own."""
         self.con.execute("BEGIN TRANSACTION")
         try:
             result = self._load(path, key, fmt, module, size, mtime, sha, prev, resume)
@@ -631,7 +648,7 @@ class Ingestor:
         module: Any,
         size: int,
         mtime: float,
-        sha: str,
+        sha_of: Callable[[], str],
         prev: dict[str, Any] | None,
         resume: Resume | None,
     ) -> FileResult:
@@ -696,6 +713,7 @@ class Ingestor:
         quarantined = base_quarantined + ledger.records_quarantined
         end_offset = ledger.end_offset or (resume.offset if resume else 0)
         prefix_sha = None
+        sha = sha_of()
         if getattr(module, "APPENDABLE", False):
             prefix_sha = sha if end_offset == size else content_sha(path, end_offset)
             if end_offset > size:  # the file grew while it was parsed (a live session):

@@ -97,11 +97,13 @@ def ingest_with_tagging(records: int) -> None:
         src = work / "session.jsonl"
         write_corpus(src, records)
         print(f"corpus: {records} records, {src.stat().st_size / 2**20:.1f} MB")
-        ref_code = (
-            f"import duckdb; c = duckdb.connect(r'{work / 'ref.duckdb'}'); "
-            f"c.execute(\"CREATE TABLE t AS SELECT * FROM read_json('{src}', "
-            "format='newline_delimited', maximum_object_size=104857600)\")"
-        )
+        def ref_code(db: str) -> str:
+            return (
+                f"import duckdb; c = duckdb.connect(r'{work / db}'); "
+                f"c.execute(\"CREATE TABLE t AS SELECT * FROM read_json('{src}', "
+                "format='newline_delimited', maximum_object_size=104857600)\")"
+            )
+
         def ingest_code(db: str, options: str = "") -> str:
             return (
                 "from analytics.ingest import ingest; "
@@ -115,7 +117,9 @@ def ingest_with_tagging(records: int) -> None:
                 raise SystemExit(f"{what} step failed")
             return time.perf_counter() - t0
 
-        ref = timed_run(ref_code, "read_json")
+        os.sync()  # the corpus just written is not flushed to disk during the timed steps
+        ref = min(timed_run(ref_code("ref.duckdb"), "read_json"),  # its best of two
+                  timed_run(ref_code("ref2.duckdb"), "read_json"))
         lite = timed_run(ingest_code("lite.duckdb", ", analyse=False"), "parse+store")
         env = {**os.environ, "TRANSCRIPTS_TIMING": "1"}
         t0 = time.perf_counter()

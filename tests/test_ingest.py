@@ -486,3 +486,22 @@ def test_a_warm_ingest_reuses_what_the_last_one_loaded(tmp_path: Path) -> None:
     _write(src, lines)
     ingest([src], db=tmp_path / "t.duckdb", warm=warm)
     assert (warm.analyser, warm.redactor) == loaded
+
+
+def test_a_new_file_is_hashed_while_it_is_parsed(tmp_path: Path) -> None:
+    """The hash of a new file (computed on a thread during the parse) is its content's, and
+    an append to it is read from where the ingest stopped."""
+    import hashlib
+
+    src = tmp_path / "a.jsonl"
+    _write(src, [_cc_line(i) for i in range(30)])
+    db = tmp_path / "t.duckdb"
+    assert not ingest([src], db=db).errors
+    with duckdb.connect(str(db), read_only=True) as con:
+        sha, prefix = con.execute(
+            "SELECT sha256, prefix_sha256 FROM ingest_files").fetchone()  # type: ignore[misc]
+    assert sha == prefix == hashlib.sha256(src.read_bytes()).hexdigest()
+    with src.open("a") as f:
+        f.write(json.dumps(_cc_line(30)) + "\n")
+    res = ingest([src], db=db)
+    assert [f.status for f in res.files] == ["appended"] and _counts(db)["messages"] == 31
