@@ -218,17 +218,21 @@ def test_a_new_file_forks_its_worker_before_it_is_hashed(
 
 
 @needs_worker
-def test_an_error_before_the_parse_stops_the_early_worker(
+@pytest.mark.parametrize("failing", ["_delete_path", "content_shas"])
+def test_a_file_that_fails_stops_its_early_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
-    forked: list[int],
+    forked: list[int], failing: str,
 ) -> None:
+    """An error before the stream takes the worker (clearing the file's old rows), or once
+    the file is parsed (its hash, computed meanwhile, fails): the file's error, and no
+    worker left running."""
     session = tmp_path / "s.jsonl"
     _late_result_session(session, 240)
 
     def unreadable(*args: Any, **kwargs: Any) -> Any:
         raise OSError("input/output error")
 
-    monkeypatch.setattr(ingest_module, "content_shas", unreadable)
+    monkeypatch.setattr(ingest_module, failing, unreadable)
     summary = ingest([session], db=tmp_path / "s.duckdb", build_index=False)
     assert summary.errors and "input/output error" in (summary.errors[0].error or "")
     assert forked
