@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -126,6 +127,21 @@ def fingerprint(path: Path) -> tuple[int, float]:
 
 _HASHING = ThreadPoolExecutor(1, thread_name_prefix="transcripts-hash")
 """Hashes new files while they are parsed (see ``Ingestor._ingest_changed``)."""
+
+
+def _prefix_sha(path: Path, size: int, cancel: threading.Event) -> str:
+    """sha256 of the first ``size`` bytes of a file (``content_sha(path, size)``, reading no
+    further); stops early, with a meaningless digest, once ``cancel`` is set."""
+    h = hashlib.sha256()
+    left = size
+    with path.open("rb") as f:
+        while left > 0 and not cancel.is_set():
+            chunk = f.read(min(1 << 20, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+    return h.hexdigest()
 
 
 def content_sha(path: Path, limit: int | None = None) -> str:
@@ -523,10 +539,16 @@ class Ingestor:
     ) -> FileResult:
         appendable = getattr(module, "APPENDABLE", False) and path.is_file()
         if prev is None and path.is_file():
-            # Nothing stored to compare with: the file is hashed (its ``size`` bytes read
-            # now) on a thread while it is parsed; hashlib and reads release the GIL.
-            hashing = _HASHING.submit(lambda: content_shas(path, [size])[1][size])
-            return self._load_new(path, key, fmt, module, size, mtime, hashing.result)
+            # Nothing stored to compare with: the file (its first ``size`` bytes) is hashed
+            # on a thread while it is parsed; hashlib and reads release the GIL.
+            cancel = threading.Event()
+            hashing = _HASHING.submit(_prefix_sha, path, size, cancel)
+            try:
+                return self._load_in_transaction(
+                    path, key, fmt, module, size, mtime, hashing.result)
+            except BaseException:
+                cancel.set()  # (a failed file: its hash is not needed, and not waited for)
+                raise
         mark = int(prev["end_offset"] or 0) if prev and appendable else 0
         sha, prefix = content_shas(path, [mark] if mark else [])
         if prev and prev["sha256"] == sha and prev["format"] == fmt:
@@ -541,16 +563,18 @@ class Ingestor:
             and prev["prefix_sha256"] == prefix.get(mark)
         ):
             resume = self._resume_from(key, prev)
-        return self._load_new(path, key, fmt, module, size, mtime, lambda: sha, prev, resume)
+        return self._load_in_transaction(
+            path, key, fmt, module, size, mtime, lambda: sha, prev, resume)
 
-    def _load_new(
+    def _load_in_transaction(
         self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
-        sha: Callable[[], str], prev: dict[str, Any] | None = None, resume: Resume | None = None,
+        sha_of: Callable[[], str], prev: dict[str, Any] | None = None,
+        resume: Resume | None = None,
     ) -> FileResult:
         """``_load`` in a transaction of its own."""
         self.con.execute("BEGIN TRANSACTION")
         try:
-            result = self._load(path, key, fmt, module, size, mtime, sha, prev, resume)
+            result = self._load(path, key, fmt, module, size, mtime, sha_of, prev, resume)
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")

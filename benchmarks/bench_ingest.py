@@ -116,7 +116,7 @@ def main() -> None:
 
     lite_options = ", analyse=False, redact=False, build_index=False"
     os.sync()  # the corpus just written is not flushed to disk during the timed steps
-    # The reference is the faster of two runs (its database removed in between): the
+    # The reference is the faster of two runs (each into a database of its own): the
     # ratios below are against DuckDB at its best, not against one slow first read.
     ref = min(run(read_json(work / "ref.duckdb")), run(read_json(work / "ref2.duckdb")))
     lite = run(ingest(work / "lite.duckdb", lite_options))

@@ -37,7 +37,7 @@ from spacy.training import Example
 from spacy.util import fix_random_seed, minibatch
 
 from analytics.analysis.evaluate import gold_file_path
-from analytics.analysis.run import load_contexts
+from analytics.analysis.rows import load_contexts
 from analytics.analysis.tagging import pipeline
 from analytics.analysis.tagging.diagnosis_model import (
     LABEL,

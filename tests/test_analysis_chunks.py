@@ -22,7 +22,6 @@ from analytics.analysis.rows import (
     load_tables,
     pack,
     rows_from_tables,
-    tail_rows,
     tail_tables,
     unpack,
     with_calls,
@@ -99,13 +98,14 @@ def test_fast_loader_builds_what_model_construct_builds(sample_db: Path) -> None
                     assert repr(f) == repr(s)
 
 
-def test_tail_rows_are_the_last_contexts(sample_db: Path) -> None:
+def test_tail_tables_are_the_last_contexts(sample_db: Path) -> None:
     with duckdb.connect(str(sample_db), read_only=True) as con:
         for (sid,) in con.execute("SELECT session_id FROM sessions").fetchall():
-            rows = load_rows(con, sid, 0, 10**6)
+            tables = load_tables(con, sid, 0, 10**6)
+            every = contexts_from_rows(*load_rows(con, sid, 0, 10**6))
             for n in (0, 1, 5, 50, 10**6):
-                expected = contexts_from_rows(*rows)[-n:] if n else []
-                assert contexts_from_rows(*tail_rows(rows, n)) == expected
+                expected = every[-n:] if n else []
+                assert contexts_from_tables(tail_tables(tables, n)) == expected
 
 
 def _windows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
@@ -120,7 +120,8 @@ def _windows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
 def test_tables_hold_the_rows(sample_db: Path) -> None:
     """The Arrow shape of a chunk (what the worker gets, packed) gives back exactly the rows
     and records of the tuple loader, NULLs, timestamps and all; so does the packed buffer."""
-    exit_code = 1 + _CALL_COLS.index("exit_code")
+    exit_code = 1 + _CALL_COLS.index("exit_code")  # (call rows start with the rowid)
+    made, answered = 1 + _CALL_COLS.index("msg_idx"), 1 + _CALL_COLS.index("result_msg_idx")
     null_ints = 0
     with duckdb.connect(str(sample_db), read_only=True) as con:
         for sid, lo, hi in _windows(con):
@@ -128,8 +129,11 @@ def test_tables_hold_the_rows(sample_db: Path) -> None:
             assert rows_from_tables(tables) == rows
             msgs, calls = unpack(pack(*tables), 2)
             assert rows_from_tables((msgs, calls)) == rows
-            for n in (0, 1, 5, 50):
-                assert rows_from_tables(tail_tables(tables, n)) == tail_rows(rows, n)
+            for n in (0, 1, 5, 50):  # the last n messages and the calls they make or answer
+                msgs = rows[0][-n:] if n else []
+                idx = {r[_MSG_COLS.index("msg_idx")] for r in msgs}
+                calls = [r for r in rows[1] if r[made] in idx or r[answered] in idx]
+                assert rows_from_tables(tail_tables(tables, n)) == (msgs, calls)
             null_ints += sum(r[exit_code] is None for r in rows[1])
     assert null_ints  # integer columns with NULLs were compared (numpy would make them NaN)
 

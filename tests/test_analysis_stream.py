@@ -202,13 +202,13 @@ def test_a_new_file_forks_its_worker_before_it_is_hashed(
     lines = session.read_text().splitlines()
     session.write_text("\n".join(lines[1:-1]) + "\n")  # every result comes back at once
     workers_when_hashed: list[int] = []
-    real = ingest_module.content_shas
+    real = ingest_module._prefix_sha
 
-    def shas(*args: Any, **kwargs: Any) -> Any:
+    def sha(*args: Any, **kwargs: Any) -> Any:
         workers_when_hashed.append(len(forked))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ingest_module, "content_shas", shas)
+    monkeypatch.setattr(ingest_module, "_prefix_sha", sha)
     monkeypatch.setattr(ingest_module, "STREAM_LAG", 5)
     jobs = _submitted(monkeypatch)
     assert not ingest([session], db=tmp_path / "s.duckdb", build_index=False).errors
@@ -218,7 +218,7 @@ def test_a_new_file_forks_its_worker_before_it_is_hashed(
 
 
 @needs_worker
-@pytest.mark.parametrize("failing", ["_delete_path", "content_shas"])
+@pytest.mark.parametrize("failing", ["_delete_path", "_prefix_sha"])
 def test_a_file_that_fails_stops_its_early_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
     forked: list[int], failing: str,

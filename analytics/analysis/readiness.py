@@ -498,10 +498,9 @@ def judge_claims(frames: SessionFrames, from_idx: int = 0) -> list[ReadinessClai
     rows = tags.drop_duplicates("msg_idx").sort_values("msg_idx")
     idx = [int(i) for i in rows["msg_idx"].tolist()]
     texts = frames.select("messages", ["msg_idx", "text"], {"msg_idx": idx})
-    # .tolist() yields the values iterating the Series would (NaN for a null text), in
-    # one conversion instead of one boxed element at a time.
+    # (.tolist(): one conversion, not one boxed element at a time; a null text is NaN there)
     columns = (texts["msg_idx"].tolist(), texts["text"].tolist())
-    text_of = {int(i): str(t or "") for i, t in zip(*columns, strict=True)}
+    text_of = {int(i): t if isinstance(t, str) else "" for i, t in zip(*columns, strict=True)}
     ev = _Evidence(frames, idx)
     claims = []
     for n, row in enumerate(rows.itertuples(index=False)):

@@ -30,7 +30,6 @@ _CALL_COLS = [
 ]
 Rows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 """(message rows, tool-call rows) as ``load_rows`` returns them."""
-_NO_ROWS: Rows = ([], [])
 _MSG_SQL = (
     f"SELECT {', '.join(_MSG_COLS)} FROM messages "
     "WHERE session_id = $sid AND msg_idx BETWEEN $lo AND $hi"
@@ -89,13 +88,6 @@ def load_rows(con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int)
         calls = rows(_CALL_SQL)
         calls.sort(key=itemgetter(0))
     return msgs, calls
-
-
-def tail_rows(rows: Rows, n: int) -> Rows:
-    """The rows of the last ``n`` messages of ``rows`` (and of their calls and results)."""
-    msgs = rows[0][-n:] if n else []
-    idx = {r[_MSG_IDX] for r in msgs}
-    return msgs, [r for r in rows[1] if r[_CALL_IDX] in idx or r[_RESULT_IDX] in idx]
 
 
 def contexts_from_rows(
@@ -174,9 +166,11 @@ def _table_rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 
 def tail_tables(tables: Tables, n: int) -> Tables:
-    """``tail_rows`` of Arrow tables: the last ``n`` messages, their calls and results."""
+    """The last ``n`` messages of ``tables``, with the calls they make or answer: copies,
+    not slices (a slice would keep the whole chunk's buffers alive as the next one's
+    context)."""
     msgs, calls = tables
-    msgs = msgs.slice(max(0, msgs.num_rows - n)) if n else msgs.slice(0, 0)
+    msgs = msgs.take(pa.array(range(max(0, msgs.num_rows - n), msgs.num_rows), pa.int64()))
     return msgs, _calls_touching(calls, set(msg_indices((msgs, calls))))
 
 
