@@ -288,6 +288,34 @@ def test_copying_pending_documents_is_all_or_nothing(
     con.close()
 
 
+@pytest.mark.parametrize("batch", [1, 3, 7, 10**9])
+def test_documents_are_copied_in_batches_as_in_one_statement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """The copy goes a batch of messages at a time (a one-statement sort of every text could
+    run out of memory on a huge session): the same documents, doc_id in the same order."""
+    from analytics.store import search as search_module
+
+    sessions = [
+        [_cc_line(i, f"{k}1111111-2222-3333-4444-555555555555") for i in range(23)]
+        for k in (1, 2)
+    ]
+    for k, lines in enumerate(sessions):
+        _write(tmp_path / f"s{k}.jsonl", lines)
+    db = tmp_path / "t.duckdb"
+    ingest([tmp_path], db=db, build_index=False)
+    monkeypatch.setattr(search_module, "COPY_BATCH", batch)
+    with duckdb.connect(str(db)) as con:
+        search_module._materialise(con)
+        docs = con.execute(
+            "SELECT doc_id, session_id, msg_idx, kind, body FROM search_docs ORDER BY doc_id"
+        ).fetchall()
+        assert con.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
+    assert [d[0] for d in docs] == list(range(1, len(docs) + 1))
+    assert [d[1:4] for d in docs] == sorted(d[1:4] for d in docs)
+    assert len(docs) == 46 and len({d[1] for d in docs}) == 2
+
+
 def test_a_file_that_grows_while_it_is_parsed_is_not_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

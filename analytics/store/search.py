@@ -15,6 +15,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from analytics.store.db import sql_string
+
 MAX_DOC_CHARS = 20_000
 """Longer documents are indexed by their head and tail (logs are huge; the ends matter)."""
 
@@ -49,24 +51,27 @@ def _clip(col: str) -> str:
     )
 
 
-def _documents_sql(ranges: str) -> str:
+def _documents_sql(ranges: str, below: str = "") -> str:
     """The search documents of the messages in ``ranges`` (a relation of session_id,
-    from_idx): message text, tool commands, and tool outputs that are not already a
-    message of their own. Columns: session_id, msg_idx, kind, body."""
+    from_idx), and below ``below`` (a SQL integer) if given: message text, tool commands,
+    and tool outputs that are not already a message of their own. Columns: session_id,
+    msg_idx, kind, body; each document's msg_idx is that of the row it comes from."""
+    m_below = f" AND m.msg_idx < {below}" if below else ""
+    c_below = f" AND c.msg_idx < {below}" if below else ""
     return f"""
         SELECT m.session_id, m.msg_idx, 'message' AS kind, {_clip('m.text')} AS body
         FROM messages m JOIN {ranges} r
-          ON m.session_id = r.session_id AND m.msg_idx >= r.from_idx
+          ON m.session_id = r.session_id AND m.msg_idx >= r.from_idx{m_below}
         WHERE m.text <> ''
         UNION ALL
         SELECT c.session_id, c.msg_idx, 'tool_command', c.command FROM tool_calls c
-        JOIN {ranges} r ON c.session_id = r.session_id AND c.msg_idx >= r.from_idx
+        JOIN {ranges} r ON c.session_id = r.session_id AND c.msg_idx >= r.from_idx{c_below}
         WHERE c.command <> ''
         UNION ALL
         SELECT c.session_id, coalesce(c.result_msg_idx, c.msg_idx), 'tool_output',
                {_clip('c.output')}
         FROM tool_calls c
-        JOIN {ranges} r ON c.session_id = r.session_id AND c.msg_idx >= r.from_idx
+        JOIN {ranges} r ON c.session_id = r.session_id AND c.msg_idx >= r.from_idx{c_below}
         WHERE c.output <> '' AND (c.result_msg_idx IS NULL OR c.result_msg_idx = c.msg_idx)
     """
 
@@ -99,20 +104,39 @@ def add_documents(con: duckdb.DuckDBPyConnection, session_id: str, from_idx: int
     con.execute("INSERT INTO search_pending VALUES (?, ?)", [session_id, from_idx])
 
 
+COPY_BATCH = 50_000
+"""Messages whose documents are copied by one statement (see ``_materialise``)."""
+
+
 def _materialise(con: duckdb.DuckDBPyConnection) -> None:
     """Copy the pending documents into ``search_docs``, in one transaction: interrupted,
-    they stay pending (copied and still pending, they would be found twice)."""
+    they stay pending (copied and still pending, they would be found twice).
+
+    doc_id follows (session_id, msg_idx, kind). The copy goes ``COPY_BATCH`` messages at a
+    time, in that order, each batch numbered on from the last: the same numbering as one
+    statement, whose sort of every document's text could exceed the writer's memory limit
+    on a session of a gigabyte."""
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(
-            f"""
-            INSERT INTO search_docs
-            SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs)
-                       + row_number() OVER (ORDER BY session_id, msg_idx, kind),
-                   session_id, msg_idx, kind, body
-            FROM ({_documents_sql(_PENDING)})
-            """
-        )
+        pending = con.execute(f"SELECT session_id, from_idx FROM {_PENDING} ORDER BY 1").fetchall()
+        for session_id, from_idx in pending:
+            top = con.execute(
+                "SELECT greatest((SELECT max(msg_idx) FROM messages WHERE session_id = $s),"
+                " (SELECT max(msg_idx) FROM tool_calls WHERE session_id = $s))",
+                {"s": session_id},
+            ).fetchone()
+            last = top[0] if top and top[0] is not None else from_idx
+            for lo in range(from_idx, last + 1, COPY_BATCH):
+                ranges = f"(SELECT {sql_string(session_id)} AS session_id, {lo} AS from_idx)"
+                con.execute(
+                    f"""
+                    INSERT INTO search_docs
+                    SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs)
+                               + row_number() OVER (ORDER BY session_id, msg_idx, kind),
+                           session_id, msg_idx, kind, body
+                    FROM ({_documents_sql(ranges, str(lo + COPY_BATCH))})
+                    """
+                )
         con.execute("DELETE FROM search_pending")
         con.execute("COMMIT")
     except BaseException:
