@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shutil
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -145,12 +147,18 @@ class Staging:
 
     DuckDB keeps the rows of many appends to an open transaction in memory until the
     commit; one bulk insert from Parquet streams them to the database file instead, so
-    the memory an ingest needs stays bounded whatever the size of the file."""
+    the memory an ingest needs stays bounded whatever the size of the file. The Parquet
+    writes run on a thread of their own (pyarrow encodes and compresses without the GIL)
+    while the caller parses on; at most ``BEHIND`` batches wait for it."""
+
+    BEHIND = 4
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self._writers: dict[str, Any] = {}  # table -> pyarrow.parquet.ParquetWriter
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="transcripts-staging")
+        self._out: deque[Future[None]] = deque()
 
     def append(
         self,
@@ -169,17 +177,29 @@ class Staging:
             writer = pq.ParquetWriter(self.dir / f"{table}.parquet", arrow.schema,
                                       compression="lz4")
             self._writers[table] = writer
-        writer.write_table(arrow)
+        while len(self._out) >= self.BEHIND:  # (bounded memory; a failed write raises here)
+            self._out.popleft().result()
+        self._out.append(self._pool.submit(writer.write_table, arrow))
         return len(rows)
+
+    def _written(self) -> None:
+        """Wait for the writes handed over; raise the first one's error."""
+        while self._out:
+            self._out.popleft().result()
 
     def load(self, con: duckdb.DuckDBPyConnection) -> None:
         """Insert every staged table; the files are removed by :meth:`close`."""
+        self._written()
         for table, writer in self._writers.items():
             writer.close()
             _insert_from(con, table, f"read_parquet({sql_string(self.dir / f'{table}.parquet')})")
         self._writers = {}
 
     def close(self) -> None:
+        for f in self._out:  # (a failed file: its writes' errors are not the ones to raise)
+            f.exception()
+        self._out.clear()
+        self._pool.shutdown()
         for writer in self._writers.values():
             writer.close()
         self._writers = {}
