@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -201,6 +202,8 @@ class Staging:
         self._out.clear()
         self._pool.shutdown()
         for writer in self._writers.values():
-            writer.close()
+            # (files about to be removed: a writer that failed must not hide why it failed)
+            with contextlib.suppress(Exception):
+                writer.close()
         self._writers = {}
         shutil.rmtree(self.dir, ignore_errors=True)
