@@ -58,3 +58,18 @@ needs_worker = pytest.mark.skipif(
 )
 """For tests of the tagging worker: the platform and cores only, not ``worker.available()``
 (which also reads the environment switch and this process's size, and would skip silently)."""
+
+
+def submitted_jobs(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Jobs handed to any tagging worker from now on (the worker still gets them)."""
+    from analytics.analysis.tagging.worker import TagWorker
+
+    jobs: list[object] = []
+    real = TagWorker.submit
+
+    def submit(self: TagWorker, job: object) -> None:
+        jobs.append(job)
+        real(self, job)
+
+    monkeypatch.setattr(TagWorker, "submit", submit)
+    return jobs

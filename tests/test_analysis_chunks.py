@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from _samples import needs_worker, table_rows
+from _samples import needs_worker, submitted_jobs, table_rows
 
 from analytics.analysis import run
 from analytics.analysis.rows import (
@@ -231,14 +231,7 @@ def test_small_chunks_with_and_without_the_worker(
     monkeypatch.setenv(tag_worker.ENV_SWITCH, "0")
     assert not ingest([SAMPLES], db=whole, build_index=False).errors
     monkeypatch.setattr(run, "CHUNK", 7)
-    submitted: list[object] = []
-    real = tag_worker.TagWorker.submit
-
-    def submit(self: tag_worker.TagWorker, job: object) -> None:
-        submitted.append(job)
-        real(self, job)
-
-    monkeypatch.setattr(tag_worker.TagWorker, "submit", submit)
+    submitted = submitted_jobs(monkeypatch)
     chunked = {}
     for name, switch in (("serial", "0"), ("worker", "1")):
         monkeypatch.setenv(tag_worker.ENV_SWITCH, switch)

@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from _samples import needs_worker, table_rows
+from _samples import needs_worker, submitted_jobs, table_rows
 
 from analytics import ingest as ingest_module
 from analytics.analysis import run
@@ -64,19 +64,6 @@ def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return started
 
 
-def _submitted(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Jobs handed to any tagging worker from now on."""
-    jobs: list[object] = []
-    real = tag_worker.TagWorker.submit
-
-    def submit(self: tag_worker.TagWorker, job: Any) -> None:
-        jobs.append(job)
-        real(self, job)
-
-    monkeypatch.setattr(tag_worker.TagWorker, "submit", submit)
-    return jobs
-
-
 def _reference(tmp_path: Path, paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> Path:
     with monkeypatch.context() as m:
         m.setattr(ingest_module, "STREAM_LAG", NEVER)  # never streams
@@ -95,7 +82,7 @@ def test_streamed_analysis_stores_what_one_pass_does(
     reference = _analysis(_reference(tmp_path, [SAMPLES], monkeypatch))
     monkeypatch.setenv(tag_worker.ENV_SWITCH, worker_on)
     monkeypatch.setattr(ingest_module, "STREAM_LAG", lag)
-    submitted = _submitted(monkeypatch)
+    submitted = submitted_jobs(monkeypatch)
     db = tmp_path / "streamed.duckdb"
     assert not ingest([SAMPLES], db=db, build_index=False).errors
     assert len(streams) >= 3  # most sample sessions were streamed
@@ -210,7 +197,7 @@ def test_a_new_file_forks_its_worker_before_it_is_hashed(
 
     monkeypatch.setattr(ingest_module, "_prefix_sha", sha)
     monkeypatch.setattr(ingest_module, "STREAM_LAG", 5)
-    jobs = _submitted(monkeypatch)
+    jobs = submitted_jobs(monkeypatch)
     assert not ingest([session], db=tmp_path / "s.duckdb", build_index=False).errors
     assert workers_when_hashed == [1] and len(forked) == 1
     assert [st["late"] for st in streams] == [False] and jobs  # it streamed, with that worker
