@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,16 +160,40 @@ def test_a_repeated_line_adds_only_what_it_would_add_again() -> None:
     ]
 
 
+_REPORTS = Path(__file__).parent / "fixtures" / "tooling"
+
+
+def _report_outputs() -> list[str]:
+    """Benchmark and nvidia-smi outputs, a log line after each of their lines (so that the
+    scan reads them whole and knows their report literals)."""
+    names = [
+        "bench_one_batch_sglang_0.5.9.txt",
+        "bench_serving_sglang_0.5.9.txt",
+        "vllm_bench_0.11.0.txt",
+        "nvidia_smi_550.txt",
+        "nvidia_smi_query.csv",
+    ]
+    return [
+        "".join(f"{line}\n{_LOG_LINES[1]}\n" for line in (_REPORTS / name).read_text().split("\n"))
+        for name in names
+    ]
+
+
 def test_scan_reports_the_report_literals_an_output_holds() -> None:
-    known = 0
-    for text in [*_texts(), "plain\n" * 5 + "Throughput: 3\n" + _LOG_LINES[0]]:
+    known = found = 0
+    texts = [*_texts(), "plain\n" * 5 + "Throughput: 3\n" + _LOG_LINES[0], *_report_outputs()]
+    for text in texts:
         reports = scan_log(text).reports
         assert reports is None or reports == {lit for lit in REPORT_LITERALS if lit in text}
         known += reports is not None
         holds = reports.__contains__ if reports is not None else None
-        assert benchmark_numbers(text, None, 3, holds) == benchmark_numbers(text, None, 3)
-        assert gpu_numbers(text, None, holds) == gpu_numbers(text, None)
+        bench = benchmark_numbers(text, None, 3, holds)
+        gpu = gpu_numbers(text, None, holds)
+        assert bench == benchmark_numbers(text, None, 3)
+        assert gpu == gpu_numbers(text, None)
+        found += holds is not None and bool(bench or gpu)
     assert known  # (an output read whole: its report literals are known)
+    assert found == len(_report_outputs())  # (the gates let each report's parser run)
 
 
 def test_context_engine_is_found_only_when_a_line_needs_it() -> None:

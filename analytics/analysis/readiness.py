@@ -241,7 +241,7 @@ class _Evidence:
         traits: dict[str, tuple[bool, bool]] = {}  # agents repeat their commands
         self.calls: list[_Call] = []
         columns = (tc["call_id"].tolist(), tc["command"].tolist(), tc["status"].tolist())
-        for m, at, (cid, cmd, status) in zip(msgs, ats, zip(*columns, strict=True), strict=True):
+        for m, at, cid, cmd, status in zip(msgs, ats, *columns, strict=True):
             command = str(cmd or "")
             if command not in traits:
                 traits[command] = _command_traits(command)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from .gates import LATENCY, SERVING_BANNER, THROUGHPUT, Holds
 from .logs import iter_lines
 
-BANNER = SERVING_BANNER
 MAX_BLOCK_LINES = 120
 UNITS = frozenset({"s", "ms", "req/s", "tok/s", "RPS", "%"})
 
@@ -84,12 +83,12 @@ def serving_blocks(
 ) -> list[BenchNumber]:
     """Every row of every ``Serving Benchmark Result`` block in ``text``."""
     out: list[BenchNumber] = []
-    if BANNER not in text:
+    if SERVING_BANNER not in text:
         return out
     default_conc = _CONCURRENCY_FLAG.search(command or "")
     lines = iter_lines(text)
     for line in lines:
-        if BANNER in line and line.lstrip().startswith("="):
+        if SERVING_BANNER in line and line.lstrip().startswith("="):
             out.extend(
                 _block(lines, default_conc.group(1) if default_conc else None, launch_msg_idx)
             )
@@ -133,7 +132,7 @@ def _fmt(value: float | None) -> str | None:
 
 def one_batch_lines(text: str, command: str | None = None) -> list[BenchNumber]:
     """``sglang.bench_one_batch`` results (the warmup run is skipped), labelled ``bs=N``."""
-    if "latency:" not in text or "token/s" not in text:
+    if LATENCY not in text or "token/s" not in text:
         return []
     flag = _BATCH_FLAG.search(command or "")
     default_bs = flag.group(1) if flag else None
@@ -177,7 +176,7 @@ def vllm_bench_lines(
 ) -> list[BenchNumber]:
     """``vllm bench throughput`` / ``vllm bench latency`` summary lines. ``latency`` False
     says the text holds no ``latency:`` (the caller searched for it already)."""
-    throughput = "Throughput: " in text
+    throughput = THROUGHPUT in text
     latency = latency and "latency: " in text and " seconds" in text
     if not (throughput or latency):
         return []
