@@ -46,7 +46,6 @@ from analytics.analysis.tagging.diagnosis_model import (
     WEIGHTS_FILE,
     BowWeights,
     candidates,
-    prefilter_regex,
     sentences,
 )
 
@@ -59,11 +58,6 @@ BOW = {
     "@architectures": "spacy.TextCatBOW.v3", "exclusive_classes": True,
     "ngram_size": 1, "no_output_layer": False, "length": 2**17, "nO": None,
 }
-PREFILTER: tuple[str, ...] = ()
-"""Word starts a sentence must contain to be scored; empty: every sentence is. A cue-word list
-(because, due, fail, …) used to gate the model, but it hid exactly the causes stated without
-cue words that the model is for ("it was the torch-compile flag"); scoring all sentences costs
-about one spaCy tokenisation of the untagged assistant prose."""
 
 
 @dataclass(frozen=True)
@@ -163,11 +157,13 @@ def train(data: list[tuple[str, int]], seed: int) -> Language:
 
 
 def message_scores(nlp: Language, texts: list[str]) -> list[float]:
-    """Best raw sentence score per message over the prefiltered sentences (0 without one)."""
-    rx = prefilter_regex(PREFILTER)
+    """Best raw sentence score per message over its candidate sentences (0 without one).
+    Every sentence that is not quoted: a cue-word prefilter (because, due, fail, …) used to gate
+    the model, but it hid exactly the causes stated without cue words that the model is for
+    ("it was the torch-compile flag")."""
     out: list[float] = []
     for text in texts:
-        cands = [text[a:b] for a, b in candidates(text, rx)]
+        cands = [text[a:b] for a, b in candidates(text)]
         out.append(max((d.cats[LABEL] for d in nlp.pipe(cands)), default=0.0))
     return out
 
@@ -292,7 +288,6 @@ def main() -> None:
         "version": f"bow{BOW['ngram_size']}-s{args.seed}-n{len(examples)}+{len(records)}",
         "threshold": threshold,
         "platt": [round(ab[0], 6), round(ab[1], 6)],
-        "prefilter": list(PREFILTER),
         "cv": {"folds": args.folds, "repeats": args.repeats, "precision": round(combined[0], 4), "recall": round(combined[1], 4),
                "f1": round(combined[2], 4), "rules_only_f1": round(rules_only[2], 4)},
         "trained_on": f"{args.gold.relative_to(ROOT) if args.gold.is_relative_to(ROOT) else args.gold} + {EXAMPLES.name}",

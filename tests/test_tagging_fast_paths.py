@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, settings
@@ -23,6 +23,9 @@ from analytics.analysis.tagging.components import (
 from analytics.analysis.tagging.polling import _TIME, _TIMEOUT
 from analytics.analysis.tagging.tools import ToolRules
 from analytics.analysis.tagging.triggers import Step, variants
+
+if TYPE_CHECKING:
+    from analytics.analysis.tagging import Tagger
 
 PIECES = [
     "`", "```", '"', "“", "”", "'", "\n", "\n\n", " ", "\t", ">", "[2024-01-01", "INFO",
@@ -164,7 +167,7 @@ def _tokenizers() -> list[Any]:
 
     from analytics.analysis.tagging.diagnosis_model import DiagnosisModel
 
-    return [DiagnosisModel().nlp, spacy.blank("en").tokenizer]
+    return [DiagnosisModel().load()[0], spacy.blank("en").tokenizer]
 
 
 def test_the_shipped_tokenizer_is_tokenised_joined() -> None:
@@ -222,12 +225,12 @@ CONTEXT_PIECES = [
 @given(st.lists(st.sampled_from(CONTEXT_PIECES), max_size=10).map("".join) | st.text(max_size=40))
 @settings(max_examples=400, deadline=None)
 def test_prose_blanks_what_every_context_regex_blanks(text: str) -> None:
-    from analytics.analysis.tagging import Tagger
+    from analytics.analysis.tagging import MAX_PROSE_CHARS
     from analytics.models import Message, MessageContext
 
     tagger = _tagger()
     msg = Message(session_id="s", msg_idx=0, source_id="m0", role="user", text=text)
-    plain: str | None = text[:4000]
+    plain: str | None = text[:MAX_PROSE_CHARS]
     if not text.strip():
         plain = None
     else:
@@ -236,12 +239,11 @@ def test_prose_blanks_what_every_context_regex_blanks(text: str) -> None:
             plain = rx.regex.sub(lambda m: " " * len(m.group(0)), plain)
         if not plain.strip():
             plain = None
-    assert isinstance(tagger, Tagger)
     assert tagger.prose(MessageContext(message=msg)) == plain
 
 
 @cache
-def _tagger() -> Any:
+def _tagger() -> Tagger:
     from analytics.analysis.tagging import Tagger
 
     return Tagger()

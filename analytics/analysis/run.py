@@ -23,9 +23,8 @@ import pyarrow as pa
 
 from analytics.analysis.rows import (
     Tables,
-    contexts_from_rows,
     contexts_from_tables,
-    load_rows,
+    load_contexts,
     load_tables,
     msg_indices,
     pack,
@@ -381,7 +380,7 @@ class MessageRun:
         """Analyse one older message again, tagged with the ``TAG_MARGIN`` messages before it."""
         lo = max(0, msg_idx - TAG_MARGIN)
         with timed("load contexts"):
-            contexts = contexts_from_rows(*load_rows(self.con, self.session_id, lo, msg_idx))
+            contexts = load_contexts(self.con, self.session_id, lo, msg_idx)
             known = self._stored_tags(lo, msg_idx)
         redo = [c for c in contexts if c.message.msg_idx == msg_idx]
         before = [c for c in contexts if c.message.msg_idx < msg_idx]
@@ -396,7 +395,7 @@ class MessageRun:
         if self._may_fork and upto - lo + 1 > CHUNK and tag_worker.available():
             self._may_fork = False
             if final:  # this process will tag too: load once, here, rather than in each
-                analyser.tagger.warm_up()
+                analyser.warm_up()
             # (while the file is still parsed the worker loads the tagger itself, in parallel)
             self.worker = tag_worker.start(analyser._tag_packed)
         # Chunks the worker may hold before this process tags one itself: few once the

@@ -2,9 +2,9 @@
 
 The rules (``patterns/prose.jsonl``) catch cue phrases ("the root cause is", "because");
 this model catches causes stated without them ("EP8 is slower: every MoE layer does an
-all-to-all over PCIe"). It scores the sentences of an assistant message (all of them, unless
-the settings name a word prefilter); the message score is the best sentence's calibrated
-probability.
+all-to-all over PCIe"). It scores every sentence of an assistant message that is not quoted
+(a cue-word prefilter would hide exactly the causes stated without cue words); the message
+score is the best sentence's calibrated probability.
 
 Trained by ``scripts/train_diagnosis.py`` (dev gold + ``models/diagnosis_examples.jsonl``);
 the pipeline and its calibration live in ``models/diagnosis/``.
@@ -36,7 +36,7 @@ from analytics.analysis.tagging.components import RuleError, quoted_regions
 
 MODEL_DIR = Path(__file__).parent / "models" / "diagnosis"
 SETTINGS_FILE = "tagger.json"
-"""Calibration, threshold and prefilter written next to the pipeline by the training script."""
+"""Calibration and threshold written next to the pipeline by the training script."""
 WEIGHTS_FILE = "weights.npz"
 """The pipeline's classifier weights, exported next to it (``BowWeights.save``)."""
 LABEL = "diagnosis"
@@ -72,8 +72,6 @@ class Settings:
     """Calibrated probability at or above which a message is tagged."""
     platt: tuple[float, float]
     """``p = sigmoid(a * logit(raw) + b)``: maps the classifier's raw score to a probability."""
-    prefilter: tuple[str, ...]
-    """Lower-case word starts; only sentences containing one are scored (empty: all are)."""
     version: str
 
     @classmethod
@@ -83,7 +81,7 @@ class Settings:
             a, b = raw["platt"]
             return cls(
                 threshold=float(raw["threshold"]), platt=(float(a), float(b)),
-                prefilter=tuple(raw["prefilter"]), version=str(raw["version"]),
+                version=str(raw["version"]),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RuleError(
@@ -92,16 +90,7 @@ class Settings:
             ) from exc
 
 
-def prefilter_regex(words: tuple[str, ...]) -> re.Pattern[str] | None:
-    """A sentence is scored when it contains one of ``words``; None (no words): every sentence."""
-    if not words:
-        return None
-    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + ")")
-
-
-def candidates(
-    text: str, prefilter: re.Pattern[str] | None, quoted: list[tuple[int, int]] | None = None
-) -> list[tuple[int, int]]:
+def candidates(text: str, quoted: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """Spans of the sentences of ``text`` that the classifier scores: not those inside a
     quotation (a quoted log line, a ``>`` block quote: quoting is not diagnosing).
     ``quoted``: ``quoted_regions(text)``, when the caller has it already."""
@@ -112,10 +101,7 @@ def candidates(
         quoted = quoted_regions(text)
     if quoted:
         spans = [(a, b) for a, b in spans if not any(x <= a and b <= y for x, y in quoted)]
-    if prefilter is None:
-        return spans
-    lower = text.lower()
-    return [(a, b) for a, b in spans if prefilter.search(lower, a, b)]
+    return spans
 
 
 # --- tokens ------------------------------------------------------------------------
@@ -315,15 +301,15 @@ class DiagnosisModel:
     def __init__(self, path: Path = MODEL_DIR) -> None:
         self.path = path
         self.settings = Settings.read(path / SETTINGS_FILE)
-        self._prefilter = prefilter_regex(self.settings.prefilter)
         self._loaded: tuple[Tokenizer, BowWeights] | None = None
         self._joinable = False
         """The tokenizer allows ``token_keys`` to tokenise texts together (set on loading)."""
         self._cache: dict[str, float] = {}
 
-    def _load(self) -> tuple[Tokenizer, BowWeights]:
+    def load(self) -> tuple[Tokenizer, BowWeights]:
         """The pipeline's own tokenizer (not the whole pipeline: a third of the load time)
-        and its exported classifier weights: all that scoring needs."""
+        and its exported classifier weights: all that scoring needs. Loaded on first use
+        (``Tagger.warm_up`` calls it to load them before forking)."""
         if self._loaded is None:
             weights = self.path / WEIGHTS_FILE
             if not (self.path / "tokenizer").is_file() or not weights.is_file():
@@ -337,12 +323,6 @@ class DiagnosisModel:
             self._loaded = (tokenizer, BowWeights.load(weights))
         return self._loaded
 
-    @property
-    def nlp(self) -> Tokenizer:
-        """The tokenizer, loaded with the weights on first use (``Tagger.warm_up`` reads it
-        to load the model before forking)."""
-        return self._load()[0]
-
     def pipeline(self) -> Language:
         """The trained spaCy pipeline itself: scoring does not use it, the tests that the
         exported weights and ``raw_scores`` agree with it do."""
@@ -354,11 +334,6 @@ class DiagnosisModel:
         z = a * math.log(raw / (1 - raw)) + b
         return 1 / (1 + math.exp(-z))
 
-    def candidates(self, text: str, quoted: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
-        """Sentence spans worth scoring (the prefilter, no tokenising); ``quoted``: the
-        ``quoted_regions`` of ``text`` when known."""
-        return candidates(text, self._prefilter, quoted)
-
     def raw_scores(self, texts: list[str]) -> list[float]:
         """The classifier's uncalibrated ``diagnosis`` score for each sentence text: the
         pipeline's ``doc.cats[LABEL]``."""
@@ -367,7 +342,7 @@ class DiagnosisModel:
             if len(self._cache) + len(fresh) > CACHE_SIZE:  # empty it but for what we read
                 wanted = set(texts)
                 self._cache = {t: s for t, s in self._cache.items() if t in wanted}
-            tokenizer, weights = self._load()
+            tokenizer, weights = self.load()
             keys = token_keys(tokenizer, fresh, self._joinable)
             probs = weights.probabilities(keys)[:, weights.labels.index(LABEL)].tolist()
             self._cache.update(zip(fresh, probs, strict=True))
@@ -380,9 +355,8 @@ class DiagnosisModel:
         ``quoted``: for each text its ``quoted_regions``, or None where not known (the
         Tagger found them for the prose rules already)."""
         if quoted is None:
-            spans = [self.candidates(t) for t in texts]
-        else:
-            spans = [self.candidates(t, q) for t, q in zip(texts, quoted, strict=True)]
+            quoted = [None] * len(texts)
+        spans = [candidates(t, q) for t, q in zip(texts, quoted, strict=True)]
         flat = [t[a:b] for t, ss in zip(texts, spans, strict=True) for a, b in ss]
         scores = iter(self.raw_scores(flat))
         out: list[SentenceScore | None] = []

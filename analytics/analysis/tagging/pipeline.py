@@ -130,7 +130,7 @@ class Tagger:
         for role in PROSE_ROLES:
             self._triggers(role)
         if self.diagnosis is not None:
-            self.diagnosis.nlp  # noqa: B018 - loads the model
+            self.diagnosis.load()
 
     def tag(self, batch: list[MessageContext]) -> list[Tag]:
         """Tags for ``batch`` (consecutive messages of one session, msg_idx order)."""

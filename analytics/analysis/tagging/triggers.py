@@ -160,6 +160,14 @@ class _Node:
         """``_first_words`` of each rest."""
 
 
+def _insert(root: _Node, word: str) -> _Node:
+    """The node of ``word`` in the trie under ``root``, added with its prefixes if new."""
+    node = root
+    for ch in word:
+        node = node.kids.setdefault(ch, _Node())
+    return node
+
+
 def _emit(node: _Node) -> str:
     alts = [re.escape(ch) + _emit(kid) for ch, kid in sorted(node.kids.items())]
     if node.rests is not None:
@@ -186,10 +194,7 @@ def _guard(firsts: list[frozenset[str] | None]) -> str:
         words |= first
     root = _Node()
     for word in words:
-        node = root
-        for ch in word:
-            node = node.kids.setdefault(ch, _Node())
-        node.rests = {""}
+        _insert(root, word).rests = {""}
     return "(?=" + _emit_words(root) + ")"
 
 
@@ -293,9 +298,7 @@ def compile_triggers(seqs: list[list[Step]]) -> list[Trigger]:
             continue
         tail, first = _seq(after), _first_words(after)
         for word in tok:
-            node = letters
-            for ch in word:
-                node = node.kids.setdefault(ch, _Node())
+            node = _insert(letters, word)
             node.rests = (node.rests or set()) | {tail}
             node.firsts.append(first)
     with no_cyclic_gc():

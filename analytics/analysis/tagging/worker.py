@@ -4,15 +4,16 @@ Tagging is the larger half of message-level analysis and needs nothing from the 
 on a machine with two or more cores a forked copy of the ingest process (the warmed-up
 ``Tagger`` and all) tags the chunks it is handed while the parent loads the next one and runs
 the polling and tooling analysers. The results are the same as tagging in the parent: the
-parent hands over the rows it loaded, the child builds the same contexts from them and runs
-the same ``Tagger``; anything that goes wrong in the child makes the parent tag the chunks
-itself. Linux only (``fork``); ``TRANSCRIPTS_TAG_WORKER=0`` turns it off.
+parent hands over the chunk it loaded (``rows.pack``: Arrow tables in one buffer), the child
+builds the same contexts from it and runs the same ``Tagger``; anything that goes wrong in
+the child makes the parent tag the chunks itself. Linux only (``fork``);
+``TRANSCRIPTS_TAG_WORKER=0`` turns it off.
 
-Protocol: the parent sends jobs (picklable, e.g. rows), the child answers each, in order,
-with ``("ok", tags, seconds, peak RSS MiB)`` or ``("error", message)``. The parent reads and
-writes the pipes from two daemon threads, so neither side ever waits on the other's pipe
-buffer; the child is single-threaded and leaves when its pipe closes (the parent finished or
-died).
+Protocol: the parent sends jobs (picklable, e.g. a packed chunk), the child answers each, in
+order, with ``("ok", tags, seconds, peak RSS MiB)`` or ``("error", message)``. The parent
+reads and writes the pipes from two daemon threads, so neither side ever waits on the other's
+pipe buffer; the child is single-threaded and leaves when its pipe closes (the parent
+finished or died).
 """
 
 from __future__ import annotations
