@@ -119,15 +119,19 @@ class Gated:
         regex = re.compile(source, flags)
         return cls(regex, required_literals(regex))
 
+    def may_match(self, low: str | None) -> bool:
+        """Whether the regex can match a text whose :func:`lowered` form is ``low`` (always,
+        without a gate or without ``low``)."""
+        if low is None or self.literals is None:
+            return True
+        # A plain loop, not any(<genexpr>): no generator per call (most calls are on short
+        # texts, where it is the cost).
+        for literal in self.literals:
+            if literal in low:
+                return True
+        return False
+
     def search(self, text: str, low: str | None) -> re.Match[str] | None:
         """``regex.search(text)``; not run when ``low`` (:func:`lowered` of ``text``)
         holds none of the literals."""
-        if low is not None and self.literals is not None:
-            # A plain loop, not any(<genexpr>): the same tests in the same order, without
-            # a generator per call (most calls are on short texts, where it is the cost).
-            for literal in self.literals:
-                if literal in low:
-                    break
-            else:
-                return None
-        return self.regex.search(text)
+        return self.regex.search(text) if self.may_match(low) else None

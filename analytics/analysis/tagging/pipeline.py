@@ -266,7 +266,7 @@ class Tagger:
         if msg.role == "user":
             low = lowered(text)  # of the text as it is now: lowered again after a change
             for rx in self._context:
-                if low is None or rx.literals is None or any(w in low for w in rx.literals):
+                if rx.may_match(low):
                     blanked = rx.regex.sub(lambda m: " " * len(m.group(0)), text)
                     if blanked != text:
                         text, low = blanked, lowered(blanked)
