@@ -126,29 +126,28 @@ def fingerprint(path: Path) -> tuple[int, float]:
 
 
 _HASHING = ThreadPoolExecutor(1, thread_name_prefix="transcripts-hash")
-"""Hashes new files while they are parsed (see ``Ingestor._ingest_changed``)."""
+"""Hashes new files while they are parsed (see ``Ingestor.ingest_unit``)."""
 
 
-def _prefix_sha(path: Path, size: int, cancel: threading.Event) -> str:
-    """sha256 of the first ``size`` bytes of a file (``content_sha(path, size)``, reading no
-    further); stops early, with a meaningless digest, once ``cancel`` is set."""
+def content_sha(
+    path: Path, limit: int | None = None, cancel: threading.Event | None = None
+) -> str:
+    """sha256 of a file (its first ``limit`` bytes if given, reading no further) or of a
+    folder's files; stops early, with a meaningless digest, once ``cancel`` is set."""
+    if limit is None:
+        return content_shas(path)[0]
+    if not path.is_file():  # (a folder: its first ``limit`` bytes as content_shas counts them)
+        return content_shas(path, [limit])[1][limit]
     h = hashlib.sha256()
-    left = size
+    left = limit
     with path.open("rb") as f:
-        while left > 0 and not cancel.is_set():
+        while left > 0 and not (cancel is not None and cancel.is_set()):
             chunk = f.read(min(1 << 20, left))
             if not chunk:
                 break
             h.update(chunk)
             left -= len(chunk)
     return h.hexdigest()
-
-
-def content_sha(path: Path, limit: int | None = None) -> str:
-    """sha256 of a file (its first ``limit`` bytes if given) or of a folder's files."""
-    if limit is not None:
-        return content_shas(path, [limit])[1][limit]
-    return content_shas(path)[0]
 
 
 def content_shas(path: Path, marks: Iterable[int] = ()) -> tuple[str, dict[int, str]]:
@@ -362,18 +361,18 @@ class _AnalysisStream:
     after the parse, exactly as without the stream.
     """
 
-    def __init__(
-        self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int, worker: Any = None
-    ) -> None:
+    def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int) -> None:
+        from analytics.analysis.tagging import worker as tag_worker
+
         self.analyser, self.con = analyser, con
         self.run: Any | None = None  # a MessageRun once a session is long enough
         self.session_id: str | None = None
         self.late = False
-        self.worker: Any | None = worker
-        """Forked up front for a large file (``prefork``), so that it loads spaCy while the
-        first rows are parsed; the run takes it over (or it is stopped unused)."""
-        if worker is None and size >= PREFORK_BYTES:
-            self.worker = prefork(analyser)
+        self.worker: Any | None = None
+        """Forked up front for a large file, so that it loads spaCy while the first rows
+        are parsed; the run takes it over (or it is stopped unused)."""
+        if size >= PREFORK_BYTES:
+            self.worker = tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
 
     def check(self, session_id: str, msg_idx: int) -> None:
         """A message or call of ``msg_idx`` arrives: too late if that part is analysed."""
@@ -415,13 +414,6 @@ class _AnalysisStream:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
-
-
-def prefork(analyser: Any) -> Any:
-    """A tagging worker that starts loading the tagger now (None when none can help)."""
-    from analytics.analysis.tagging import worker as tag_worker
-
-    return tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
 
 
 def _delete_path(con: duckdb.DuckDBPyConnection, path: str) -> None:
@@ -482,8 +474,6 @@ class Ingestor:
         self._analyse = analyse
         self._rules = rules
         self.loaded = loaded or Warm()
-        self._early: Any = None
-        """A worker forked before a new large file is hashed, for its stream (``_load``)."""
         if self.loaded.analyser is not None:
             # Per-session tooling state is re-read from the database: another process may
             # have ingested the session since the analyser last saw it.
@@ -516,39 +506,18 @@ class Ingestor:
         prev = _previous(self.con, key)
         if prev and prev["bytes"] == size and prev["mtime"] == mtime and prev["format"] == fmt:
             return self._unchanged(key, fmt, prev)
-        if prev is None and self._streams(size):
-            # A new large file is analysed while it is parsed: its worker starts loading the
-            # tagger now, while the file is hashed.
-            self._early = prefork(self.analyser)
-        try:
-            return self._ingest_changed(path, key, fmt, module, size, mtime, prev)
-        finally:
-            if self._early is not None:  # not taken (an error before the parse)
-                self._early.close()
-                self._early = None
-
-    def _streams(self, size: int) -> bool:
-        """A new file of ``size`` bytes is analysed while it is parsed, with a worker forked
-        up front (see ``_load``)."""
-        staged = self.staging_dir is not None and size > STAGE_ABOVE
-        return self._analyse and not staged and size >= PREFORK_BYTES
-
-    def _ingest_changed(
-        self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
-        prev: dict[str, Any] | None,
-    ) -> FileResult:
-        appendable = getattr(module, "APPENDABLE", False) and path.is_file()
         if prev is None and path.is_file():
             # Nothing stored to compare with: the file (its first ``size`` bytes) is hashed
             # on a thread while it is parsed; hashlib and reads release the GIL.
             cancel = threading.Event()
-            hashing = _HASHING.submit(_prefix_sha, path, size, cancel)
+            hashing = _HASHING.submit(content_sha, path, size, cancel)
             try:
                 return self._load_in_transaction(
                     path, key, fmt, module, size, mtime, hashing.result)
             except BaseException:
                 cancel.set()  # (a failed file: its hash is not needed, and not waited for)
                 raise
+        appendable = getattr(module, "APPENDABLE", False) and path.is_file()
         mark = int(prev["end_offset"] or 0) if prev and appendable else 0
         sha, prefix = content_shas(path, [mark] if mark else [])
         if prev and prev["sha256"] == sha and prev["format"] == fmt:
@@ -639,10 +608,10 @@ class Ingestor:
         messages whose calls it completed)."""
         assert self.analyser is not None
         sessions = set(loader.first_idx) | {s for s, _ in touched} | set(loader.sessions)
+        stream = loader.stream
         for sid in sorted(sessions):
             start = loader.first_idx.get(sid, 1 << 30)
             extra = [i for s, i in touched if s == sid]
-            stream = loader.stream
             if stream is not None and stream.session_id == sid:
                 stream.finish(start, extra)
             else:
@@ -707,8 +676,7 @@ class Ingestor:
         loader = _FileLoader(con, key, self.redactor, taken, staging)
         if self.analyser is not None and staging is None and resume is None:
             # Rows are in the database as they are parsed: analyse while parsing.
-            loader.stream = _AnalysisStream(self.analyser, con, size, self._early)
-            self._early = None
+            loader.stream = _AnalysisStream(self.analyser, con, size)
         ledger = Ledger()
         try:
             touched = self._parse(module, path, ledger, resume, loader, staging)

@@ -178,48 +178,19 @@ def test_a_failing_parse_stops_the_worker(
 
 
 @needs_worker
-def test_a_new_file_forks_its_worker_before_it_is_hashed(
+def test_a_file_whose_hash_fails_stops_its_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
     forked: list[int],
 ) -> None:
-    """The worker of a new large file loads the tagger while the file is hashed, and it is
-    the one the stream uses: no second fork."""
-    session = tmp_path / "s.jsonl"
-    _late_result_session(session, 240)
-    lines = session.read_text().splitlines()
-    session.write_text("\n".join(lines[1:-1]) + "\n")  # every result comes back at once
-    workers_when_hashed: list[int] = []
-    real = ingest_module._prefix_sha
-
-    def sha(*args: Any, **kwargs: Any) -> Any:
-        workers_when_hashed.append(len(forked))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(ingest_module, "_prefix_sha", sha)
-    monkeypatch.setattr(ingest_module, "STREAM_LAG", 5)
-    jobs = submitted_jobs(monkeypatch)
-    assert not ingest([session], db=tmp_path / "s.duckdb", build_index=False).errors
-    assert workers_when_hashed == [1] and len(forked) == 1
-    assert [st["late"] for st in streams] == [False] and jobs  # it streamed, with that worker
-    assert not multiprocessing.active_children()
-
-
-@needs_worker
-@pytest.mark.parametrize("failing", ["_delete_path", "_prefix_sha"])
-def test_a_file_that_fails_stops_its_early_worker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
-    forked: list[int], failing: str,
-) -> None:
-    """An error before the stream takes the worker (clearing the file's old rows), or once
-    the file is parsed (its hash, computed meanwhile, fails): the file's error, and no
-    worker left running."""
+    """An error once the file is parsed (its hash, computed meanwhile, fails): the file's
+    error, and no worker left running."""
     session = tmp_path / "s.jsonl"
     _late_result_session(session, 240)
 
     def unreadable(*args: Any, **kwargs: Any) -> Any:
         raise OSError("input/output error")
 
-    monkeypatch.setattr(ingest_module, failing, unreadable)
+    monkeypatch.setattr(ingest_module, "content_sha", unreadable)
     summary = ingest([session], db=tmp_path / "s.duckdb", build_index=False)
     assert summary.errors and "input/output error" in (summary.errors[0].error or "")
     assert forked

@@ -45,8 +45,6 @@ def sandbox_connection(db: str | Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
-
-
 def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """Raise :class:`SqlRefusedError` unless ``sql`` is one read-only statement."""
     if not sql.strip():

@@ -45,5 +45,3 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
         [table],
     ).fetchall()
     return [r[0] for r in rows] or TABLE_COLUMNS[table]
-
-
