@@ -90,6 +90,14 @@ def ingest(
     no_redact: Annotated[
         bool, typer.Option("--no-redact", help="Store secrets as they are (not recommended).")
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", min=1,
+            help="Processes for new files (default: one per core when several new files "
+            "are worth it; 1: one process).",
+        ),
+    ] = None,
     watch: Annotated[
         float | None,
         typer.Option(
@@ -120,10 +128,10 @@ def ingest(
     if no_redact:
         err.print("[yellow]Warning:[/yellow] --no-redact: secrets in transcripts are stored as is")
     if watch is not None:
-        _watch(targets, _db(db), format, not no_redact, rules, reanalyse, watch)
+        _watch(targets, _db(db), format, not no_redact, rules, reanalyse, watch, workers)
         return
     summary = _run_with_progress(
-        targets, _db(db), format, not no_redact, rules, reanalyse=reanalyse
+        targets, _db(db), format, not no_redact, rules, reanalyse=reanalyse, workers=workers
     )
     _print_summary(summary)
     if summary.errors:
@@ -132,7 +140,7 @@ def ingest(
 
 def _watch(
     targets: list[Path], db: str, fmt: str, redact: bool, rules: Path | None,
-    reanalyse: bool, interval_s: float,
+    reanalyse: bool, interval_s: float, workers: int | None = None,
 ) -> None:
     """``ingest --watch``: one line per round that changed something, errors as they come."""
     from datetime import datetime
@@ -164,7 +172,7 @@ def _watch(
 
     try:
         watch(targets, interval_s, report, locked=locked, db=db, fmt=fmt, redact=redact,
-              rules=rules, reanalyse=reanalyse)
+              rules=rules, reanalyse=reanalyse, workers=workers)
     except KeyboardInterrupt:
         out.print("stopped", highlight=False)
 

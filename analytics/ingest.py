@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ import orjson
 
 from analytics.errors import AnalyticsError, DatabaseLockedError
 from analytics.gcpause import no_cyclic_gc
+from analytics.ingest_pool import Job, merge, pool_size, run_pool
 from analytics.models import (
     Ledger,
     Message,
@@ -474,6 +476,9 @@ class Ingestor:
         self._analyse = analyse
         self._rules = rules
         self.loaded = loaded or Warm()
+        self.outside: dict[str, str] = {}
+        """Sessions (id -> source path) held by a database this one will be merged into
+        (an ingest worker's, see ``ingest_pool.py``): claimed as if they were here."""
         if self.loaded.analyser is not None:
             # Per-session tooling state is re-read from the database: another process may
             # have ingested the session since the analyser last saw it.
@@ -664,7 +669,8 @@ class Ingestor:
             base_quarantined = int(prev["records_quarantined"]) - len(stale)
             if prev["unknown_types"]:
                 base_unknown = dict(orjson.loads(prev["unknown_types"]))
-        taken = dict(con.execute(
+        taken = {sid: p for sid, p in self.outside.items() if p != key}
+        taken.update(con.execute(
             "SELECT session_id, source_path FROM sessions WHERE source_path <> ?", [key]
         ).fetchall())
         staging = None
@@ -823,6 +829,7 @@ def ingest(
     build_index: bool = True,
     reanalyse: bool = False,
     warm: Warm | None = None,
+    workers: int | None = None,
 ) -> IngestSummary:
     """Parse, tag, analyse and store every transcript under ``paths``.
 
@@ -831,6 +838,8 @@ def ingest(
     ``reanalyse`` re-runs the analysers over unchanged files (after an upgrade); giving
     ``rules`` does so for files tagged by another tagger version. ``warm`` keeps the
     redactor and analyser (spaCy, compiled patterns) from one call to the next.
+    ``workers``: processes for new files (default: one per core when there are several
+    files worth it, see ``ingest_pool.py``; 1: this process only).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -839,6 +848,8 @@ def ingest(
 
     if fmt != "auto" and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose one of: auto, {', '.join(FORMATS)}")
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be 1 or more, not {workers}")
     db_path = str(db or default_db())
     if rules is not None and analyse:
         _check_rules(Path(rules))
@@ -851,9 +862,38 @@ def ingest(
             con, fmt, redact, Path(rules) if rules else None, analyse, reanalyse,
             staging_dir=_staging_dir(db_path), loaded=warm,
         )
-        for unit, chosen, error in iter_units([Path(p) for p in paths], fmt):
-            if error or chosen is None:
-                summary.files.append(FileResult(str(unit), None, "error", error=error))
+        units = list(iter_units([Path(p) for p in paths], fmt))
+        results: list[FileResult | None] = [
+            FileResult(str(unit), None, "error", error=error) if error or chosen is None else None
+            for unit, chosen, error in units
+        ]
+        ticked: set[int] = set()
+        jobs = _new_units(con, units, results) if db_path != ":memory:" else []
+        n_workers = pool_size(jobs, workers)
+        if n_workers:
+            outside = dict(con.execute("SELECT session_id, source_path FROM sessions").fetchall())
+            con.close()  # (no DuckDB threads in the parent when it forks)
+            threads = max(1, len(os.sched_getaffinity(0)) // n_workers)
+            try:
+                pool, done = run_pool(
+                    jobs, n_workers, Path(db_path + ".pool"),
+                    partial(_pool_worker, ingestor, outside, threads), _ingest_one, progress,
+                )
+            except OSError as exc:  # no fork (out of processes or memory): one process
+                warnings.warn(f"no ingest workers ({exc}); ingesting in this process",
+                              RuntimeWarning, stacklevel=2)
+                pool, done = [], {}
+            finally:
+                con = ingestor.con = connect(db_path, read_only=False, wait_s=wait_s)
+                opened = time.monotonic()
+            redo = merge(con, pool, jobs, _delete_path) if pool else set()
+            shutil.rmtree(db_path + ".pool", ignore_errors=True)
+            ticked.update(done)  # (progress was told of them, redone or not)
+            for index, result in done.items():
+                if index not in redo:
+                    results[index] = result
+        for i, (unit, chosen, _) in enumerate(units):
+            if results[i] is not None or chosen is None:
                 continue
             if time.monotonic() - opened > RELEASE_LOCK_EVERY_S:
                 # Let readers (the app, notebooks) in between files: DuckDB allows one
@@ -862,23 +902,13 @@ def ingest(
                 con = connect(db_path, read_only=False, wait_s=wait_s)
                 ingestor.con = con
                 opened = time.monotonic()
-            try:
-                summary.files.append(ingestor.ingest_unit(unit, chosen))
-            except AnalyticsError as exc:
-                summary.files.append(FileResult(str(unit), chosen, "error", error=str(exc)))
-            except Exception as exc:  # one bad file must not stop the run
-                if os.environ.get("TRANSCRIPTS_DEBUG"):
-                    raise
-                first = str(exc).splitlines()[0] if str(exc) else ""
-                msg = f"{unit}: {type(exc).__name__}: {first}".rstrip(": ")
-                if not isinstance(exc, (OSError, duckdb.Error, ValueError)):
-                    msg += " (internal error; rerun with TRANSCRIPTS_DEBUG=1 for a traceback)"
-                summary.files.append(FileResult(str(unit), chosen, "error", error=msg))
-            if progress is not None:
+            results[i] = _ingest_one(ingestor, unit, chosen)
+            if progress is not None and i not in ticked:
                 try:
                     progress(str(unit), fingerprint(unit)[0])
                 except OSError:
                     progress(str(unit), 0)
+        summary.files = [r for r in results if r is not None]
         if analyse:
             from analytics.analysis.timeaccounting import create_views
 
@@ -892,3 +922,60 @@ def ingest(
         con.close()
         report_timings()
     return summary
+
+
+def _ingest_one(ingestor: Ingestor, unit: Path, chosen: str) -> FileResult:
+    """``ingestor.ingest_unit``, its failure a ``FileResult`` (one bad file must not stop
+    the run)."""
+    try:
+        return ingestor.ingest_unit(unit, chosen)
+    except AnalyticsError as exc:
+        return FileResult(str(unit), chosen, "error", error=str(exc))
+    except Exception as exc:
+        if os.environ.get("TRANSCRIPTS_DEBUG"):
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        msg = f"{unit}: {type(exc).__name__}: {first}".rstrip(": ")
+        if not isinstance(exc, (OSError, duckdb.Error, ValueError)):
+            msg += " (internal error; rerun with TRANSCRIPTS_DEBUG=1 for a traceback)"
+        return FileResult(str(unit), chosen, "error", error=msg)
+
+
+def _new_units(
+    con: duckdb.DuckDBPyConnection,
+    units: list[tuple[Path, str | None, str | None]],
+    results: list[FileResult | None],
+) -> list[Job]:
+    """The units never ingested into ``con``'s database (the first of each path), as jobs
+    an ingest pool may take."""
+    known = {r[0] for r in con.execute("SELECT path FROM ingest_files").fetchall()}
+    jobs: list[Job] = []
+    for i, (unit, chosen, _) in enumerate(units):
+        if results[i] is not None or chosen is None:
+            continue
+        try:
+            key = str(unit.resolve())
+            size = fingerprint(unit)[0]
+        except OSError:
+            continue  # (the main process reports it)
+        if key not in known:
+            known.add(key)
+            jobs.append(Job(i, unit, key, chosen, size))
+    return jobs
+
+
+def _pool_worker(
+    ingestor: Ingestor, outside: dict[str, str], threads: int, db: Path
+) -> Ingestor:
+    """In an ingest pool's worker: an ``Ingestor`` like ``ingestor`` into the database ``db``,
+    whose DuckDB runs ``threads`` threads (the workers share the cores)."""
+    global _HASHING
+    _HASHING = ThreadPoolExecutor(1, thread_name_prefix="transcripts-hash")  # (no thread here)
+    con = connect(str(db), read_only=False)
+    con.execute(f"SET threads = {int(threads)}")
+    worker = Ingestor(
+        con, ingestor.fmt, ingestor._redact, ingestor._rules, ingestor._analyse,
+        ingestor.reanalyse, staging_dir=_staging_dir(str(db)), loaded=ingestor.loaded,
+    )
+    worker.outside = outside
+    return worker

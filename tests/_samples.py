@@ -52,6 +52,21 @@ def table_rows(
         con.close()
 
 
+def all_tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """``table_rows`` of every table of the schema, but for the times of the ingest itself
+    (``ingest_files.ingested_at``, ``_migrations.applied_at``)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        names = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_type = 'BASE TABLE' AND table_catalog = current_database()"
+        ).fetchall()]
+    finally:
+        con.close()
+    skip = {"ingest_files": "* EXCLUDE (ingested_at)", "_migrations": "name"}
+    return table_rows(db, {t: skip.get(t, "*") for t in names})
+
+
 needs_worker = pytest.mark.skipif(
     not (sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) >= 2),
     reason="a tagging worker needs Linux (fork) and two cores",

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from analytics.errors import DatabaseLockedError
 from analytics.store.db import connect
@@ -48,11 +49,14 @@ def _snapshot(db: Path) -> dict[str, object]:
 
 INGEST = (
     "import sys; from analytics.ingest import ingest; "
-    "ingest([sys.argv[1]], db=sys.argv[2])"
+    "ingest([sys.argv[1]], db=sys.argv[2], workers=int(sys.argv[3]) if sys.argv[3:] else None)"
 )
 
 
-def test_sigkill_mid_ingest_leaves_no_partial_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigkill_mid_ingest_leaves_no_partial_file(tmp_path: Path, workers: str) -> None:
+    """Also with a worker pool: its workers die with the ingest, and each one's files are
+    copied in one transaction."""
     src = tmp_path / "src"
     src.mkdir()
     for k in range(6):
@@ -63,10 +67,11 @@ def test_sigkill_mid_ingest_leaves_no_partial_file(tmp_path: Path) -> None:
     rng = random.Random(3)
     for attempt in range(3):
         db = tmp_path / f"killed{attempt}.duckdb"
-        proc = subprocess.Popen([sys.executable, "-c", INGEST, str(src), str(db)])
+        proc = subprocess.Popen([sys.executable, "-c", INGEST, str(src), str(db), workers])
         time.sleep(rng.uniform(1.0, 4.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        _no_workers_left(db)
         if db.exists():
             snap = _snapshot(db)  # opens: the database is not corrupt
             assert snap["orphan_sessions"] == 0
@@ -74,6 +79,25 @@ def test_sigkill_mid_ingest_leaves_no_partial_file(tmp_path: Path) -> None:
                 assert read == stored == n_messages == 400  # whole files only
         subprocess.run([sys.executable, "-c", INGEST, str(src), str(db)], check=True)
         assert _snapshot(db)["files"] == clean["files"]
+
+
+def _no_workers_left(db: Path) -> None:
+    """No process the killed ingest of ``db`` forked lives on (its forks share its command
+    line; they die with it, within a moment)."""
+    deadline = time.monotonic() + 10
+    while True:
+        left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _runs(p, str(db))]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not left, f"processes of the killed ingest still run: {left}"
+
+
+def _runs(proc: Path, arg: str) -> bool:
+    try:
+        return arg.encode() in (proc / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
 
 
 def test_second_writer_waits_then_gives_a_clear_error(tmp_path: Path) -> None:

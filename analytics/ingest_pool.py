@@ -1,0 +1,310 @@
+"""New files ingested side by side: forked worker processes, a database each, then merged.
+
+One process ingests one file at a time, so a first ingest of a folder of sessions runs on
+one core, however many the machine has. With several new files and two or more cores,
+:func:`analytics.ingest.ingest` hands the new ones to a pool instead. Each worker is a fork
+of the ingest, with its options and the sessions the database holds already; it takes the
+next file in order, parses, tags and analyses it as the main process would, into a database
+of its own beside the main one. The main process then copies every worker's rows into the
+main database, one transaction per worker.
+
+The tables come out as one process makes them:
+- Every session is analysed on its own: where it was analysed does not matter.
+- Two files holding the same session id: the first keeps it and the later one's sessions get
+  a suffix (``_FileLoader._claim_session``). A worker takes its files in order, so within a
+  worker this happens as it does in one process. Between workers it is found at the merge:
+  the later file is left out and ingested again afterwards by the main process, which then
+  sees the first file's session.
+- A worker that fails is left out as a whole; its files are ingested in the main process.
+
+Linux only (``fork``); ``ingest(…, workers=1)`` (``transcripts ingest --workers 1``)
+ingests in one process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any, cast
+
+import duckdb
+
+from analytics.store.db import sql_string
+from analytics.timing import PEAK_RSS_MIB, TIMINGS, timed
+
+MIN_BYTES = 4 * 2**20
+"""Fewer new bytes than this are ingested in one process (a worker costs a fork, a database
+and loading spaCy; the merge copies every row once more)."""
+MAX_SHARE = 0.6
+"""Nor when one file is more than this share of the new bytes: it would keep one worker
+busy to the end while the rest wait, and in one process it gets a tagging worker of its own
+(``analysis/tagging/worker.py``) on the second core anyway."""
+MERGED_TABLES = (
+    "sessions", "messages", "tool_calls", "raw_records", "quarantine", "redactions", "tags",
+    "polling_loops", "launches", "server_events", "measurements", "campaigns", "levers",
+    "readiness_claims", "analysis_state", "search_pending", "ingest_files",
+)
+"""The tables an ingest writes, copied from each worker's database."""
+NOT_MERGED = ("_migrations", "annotations", "search_docs", "search_state")
+"""Tables no worker writes: the schema's history, people's annotations, and the search
+index, which the main process builds after the merge from ``search_pending``."""
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int
+    """Position of the unit among those the ingest was given."""
+    path: Path
+    key: str
+    """The unit's resolved path, as ``ingest_files`` and ``sessions.source_path`` hold it."""
+    fmt: str
+    size: int
+
+
+@dataclass
+class _Worker:
+    number: int
+    process: Any
+    results: Connection
+    db: Path
+    done: list[int] = field(default_factory=list)
+    """Indices of the jobs it reported."""
+    ok: bool = False
+    """It finished and closed its database."""
+
+
+def pool_size(jobs: list[Job], requested: int | None) -> int:
+    """How many worker processes to use for ``jobs`` (0: ingest them in this process).
+    ``requested``: the caller's number (None: one per core, when it is worth it)."""
+    if requested is not None and requested <= 1:
+        return 0
+    if len(jobs) < 2 or not sys.platform.startswith("linux"):
+        return 0
+    if requested is not None:
+        return min(requested, len(jobs))
+    total = sum(j.size for j in jobs)
+    if total < MIN_BYTES or max(j.size for j in jobs) > MAX_SHARE * total:
+        return 0
+    return min(len(os.sched_getaffinity(0)), len(jobs)) if len(os.sched_getaffinity(0)) > 1 else 0
+
+
+IngestOne = Callable[[Any, Path, str], Any]
+"""``ingest_one(ingestor, path, fmt) -> FileResult``: one unit, its errors caught."""
+
+
+def run_pool(
+    jobs: list[Job],
+    n_workers: int,
+    folder: Path,
+    start_worker: Callable[[Path], Any],
+    ingest_one: IngestOne,
+    progress: Callable[[str, int], None] | None = None,
+) -> tuple[list[_Worker], dict[int, Any]]:
+    """Ingest ``jobs`` in ``n_workers`` forked processes, each into a database in ``folder``
+    that ``start_worker(db_path)`` opens and returns an ``Ingestor`` for. Returns the workers
+    and the ``FileResult`` of each job they reported (by job index). The caller must hold no
+    DuckDB connection: a fork copies a database's threads' locks, not its threads."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    ctx = multiprocessing.get_context("fork")
+    counter = ctx.Value("i", 0)
+    for stream in (sys.stdout, sys.stderr):  # the children must not write out our buffers again
+        if stream is not None:
+            stream.flush()
+    workers: list[_Worker] = []
+    results: dict[int, Any] = {}
+    by_index = {j.index: j for j in jobs}
+    try:
+        for k in range(n_workers):
+            receive, send = ctx.Pipe(duplex=False)
+            db = folder / f"worker-{k}.duckdb"
+            process = ctx.Process(
+                target=_serve, args=(jobs, counter, db, start_worker, ingest_one, send),
+                name=f"transcripts-ingest-{k}",
+            )
+            process.start()
+            send.close()
+            workers.append(_Worker(k, process, receive, db))
+        open_ends = {w.results: w for w in workers}
+        while open_ends:
+            for ready in wait(list(open_ends)):
+                end = cast(Connection, ready)
+                worker = open_ends[end]
+                try:
+                    message: Any = end.recv()
+                except (EOFError, OSError):
+                    del open_ends[end]
+                    continue
+                if message[0] == "file":
+                    _, index, result = message
+                    worker.done.append(index)
+                    results[index] = result
+                    if progress is not None:
+                        progress(str(by_index[index].path), by_index[index].size)
+                elif message[0] == "done":
+                    worker.ok = True
+                    for stage, seconds in message[1].items():
+                        TIMINGS[stage] += seconds
+                    for stage, mib in message[2].items():
+                        PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), mib)
+                elif message[0] == "failed":
+                    import warnings
+
+                    warnings.warn(
+                        f"ingest worker {worker.number} failed ({message[1]}); its files are "
+                        "ingested in the main process", RuntimeWarning, stacklevel=2,
+                    )
+        for worker in workers:
+            worker.process.join()
+            if worker.process.exitcode != 0:
+                worker.ok = False
+    except BaseException:
+        for worker in workers:
+            worker.process.terminate()
+        for worker in workers:
+            worker.process.join()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        for worker in workers:
+            worker.results.close()
+    return workers, results
+
+
+def _serve(
+    jobs: list[Job],
+    counter: Any,
+    db: Path,
+    start_worker: Callable[[Path], Any],
+    ingest_one: IngestOne,
+    results: Connection,
+) -> None:
+    """A worker: take the next job until none is left; report each file, then its timings."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _die_with_parent()
+    # (the parent's progress bar may have replaced them, and its thread is not here)
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    TIMINGS.clear()
+    PEAK_RSS_MIB.clear()
+    try:
+        ingestor = start_worker(db)
+        try:
+            while True:
+                with counter.get_lock():
+                    taken = counter.value
+                    counter.value = taken + 1
+                if taken >= len(jobs):
+                    break
+                job = jobs[taken]
+                results.send(("file", job.index, ingest_one(ingestor, job.path, job.fmt)))
+        finally:
+            ingestor.con.close()
+        results.send(("done", dict(TIMINGS), dict(PEAK_RSS_MIB)))
+    except BaseException as exc:  # noqa: BLE001 - reported; the parent ingests its files
+        try:
+            results.send(("failed", f"{type(exc).__name__}: {exc}"))
+        except Exception:  # noqa: S110 - the parent is gone
+            pass
+    finally:
+        results.close()
+        os._exit(0)  # no atexit handlers, flushes or finalizers of the parent's objects
+
+
+def _die_with_parent() -> None:
+    """Be killed when the parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``): a killed ingest
+    must not leave workers writing on."""
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the call
+        os._exit(1)
+
+
+def left_out(workers: list[_Worker], jobs: list[Job]) -> dict[int, set[int]]:
+    """Per worker that finished, the jobs whose files must not be merged: each holds a
+    session id that a file earlier in order, done by another worker, holds too."""
+    by_key = {j.key: j.index for j in jobs}
+    holders: dict[str, list[tuple[int, int]]] = {}  # session_id -> [(job index, worker)]
+    for worker in workers:
+        if not worker.ok:
+            continue
+        con = duckdb.connect(str(worker.db), read_only=True)
+        try:
+            rows = con.execute("SELECT session_id, source_path FROM sessions").fetchall()
+        finally:
+            con.close()
+        for session_id, source_path in rows:
+            if source_path in by_key:
+                holders.setdefault(session_id, []).append((by_key[source_path], worker.number))
+    out: dict[int, set[int]] = {}
+    for found in holders.values():
+        if len(found) > 1:
+            for index, number in sorted(found)[1:]:
+                out.setdefault(number, set()).add(index)
+    return out
+
+
+def merge(
+    con: duckdb.DuckDBPyConnection,
+    workers: list[_Worker],
+    jobs: list[Job],
+    delete_path: Callable[[duckdb.DuckDBPyConnection, str], None],
+) -> set[int]:
+    """Copy every finished worker's rows into ``con``'s database, one transaction each;
+    returns the job indices left for the main process (files of failed workers, and the
+    later of two files sharing a session id)."""
+    by_index = {j.index: j for j in jobs}
+    redo = {i for w in workers if not w.ok for i in w.done}
+    redo |= {j.index for j in jobs} - {i for w in workers for i in w.done}  # never reported
+    excluded = left_out(workers, jobs)
+    with timed("merge worker databases"):
+        for worker in workers:
+            if not worker.ok:
+                continue
+            if excluded.get(worker.number):
+                wcon = duckdb.connect(str(worker.db))
+                try:
+                    for index in sorted(excluded[worker.number]):
+                        delete_path(wcon, by_index[index].key)
+                finally:
+                    wcon.close()
+                redo |= excluded[worker.number]
+            _copy(con, worker.db)
+    return redo
+
+
+def _copy(con: duckdb.DuckDBPyConnection, db: Path) -> None:
+    alias = "ingest_worker"
+    con.execute(f"ATTACH {sql_string(db)} AS {alias} (READ_ONLY)")
+    try:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table in MERGED_TABLES:
+                columns = ", ".join(
+                    r[0] for r in con.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE "
+                        f"table_catalog = current_database() AND table_schema = 'main' AND "
+                        f"table_name = {sql_string(table)} ORDER BY ordinal_position"
+                    ).fetchall()
+                )
+                con.execute(
+                    f"INSERT INTO main.{table} ({columns}) "
+                    f"SELECT {columns} FROM {alias}.main.{table}"
+                )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        con.execute(f"DETACH {alias}")

@@ -1,0 +1,167 @@
+"""New files ingested by a pool of worker processes: the tables one process makes."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from _samples import SHARED_SAMPLES, all_tables, table_rows
+
+import analytics.ingest as ingest_module
+from analytics import ingest_pool
+from analytics.ingest import _delete_path, ingest
+from analytics.ingest_pool import MERGED_TABLES, NOT_MERGED, Job, _Worker, merge, pool_size
+from analytics.samples_path import sample_inputs
+from analytics.store.db import connect
+
+needs_fork = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork: Linux only")
+CLAUDE_SAMPLE = "claude_code_vllm_session"
+
+
+def _inputs(tmp_path: Path) -> list[Path]:
+    """The bundled samples, the shared ones when present, a copy of a Claude Code session in
+    another folder (the same session ids: the later copy's get a suffix) and a bad file."""
+    inputs = list(sample_inputs())
+    if SHARED_SAMPLES.is_dir():
+        inputs += sorted(p for p in SHARED_SAMPLES.rglob("*") if p.is_file()
+                         and p.suffix in (".jsonl", ".json") and p.parent.name in
+                         ("claude_code", "codex"))
+    original = next(p for p in inputs if p.name == CLAUDE_SAMPLE)
+    copy = tmp_path / "copy" / CLAUDE_SAMPLE
+    shutil.copytree(original, copy)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not a transcript\n")
+    return [*inputs, copy, bad]
+
+
+def _outcome(summary: ingest_module.IngestSummary) -> list[tuple[object, ...]]:
+    return [(f.path, f.status, f.sessions, f.messages, f.records_read, f.records_stored,
+             f.records_quarantined, f.error) for f in summary.files]
+
+
+@needs_fork
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_pool_stores_what_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    inputs = _inputs(tmp_path)
+    ticks_one: list[str] = []
+    one = ingest(inputs, db=tmp_path / "one.duckdb", workers=1,
+                 progress=lambda path, n: ticks_one.append(path))
+    used: list[int] = []
+    real = ingest_pool.run_pool
+
+    def spy(jobs: list[Job], n: int, *args: object, **kw: object) -> object:
+        used.append(n)
+        return real(jobs, n, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module, "run_pool", spy)
+    ticks: list[str] = []
+    pooled = ingest(inputs, db=tmp_path / "pool.duckdb", workers=workers,
+                    progress=lambda path, n: ticks.append(path))
+    assert used == [workers]
+    assert _outcome(pooled) == _outcome(one)
+    assert sorted(ticks) == sorted(ticks_one)  # once per file, as in one process
+    assert [f.status for f in pooled.files].count("error") == 1
+    expected, got = all_tables(tmp_path / "one.duckdb"), all_tables(tmp_path / "pool.duckdb")
+    assert expected["messages"] and expected["tags"] and expected["search_docs"]
+    suffixed = [s for s in expected["sessions"] if "@" in str(s[0])]
+    assert suffixed  # the copy's sessions
+    for table in expected:
+        assert got[table] == expected[table], table
+    assert not (tmp_path / "pool.duckdb.pool").exists()
+
+
+def test_the_later_of_two_workers_files_with_one_session_is_ingested_again(
+    tmp_path: Path,
+) -> None:
+    """Two copies of one session, each ingested by its own worker: the merge keeps the
+    first, and the second, ingested again afterwards, gets the suffix one process gives it."""
+    original = next(p for p in sample_inputs() if p.name == CLAUDE_SAMPLE)
+    first, second = tmp_path / "a" / CLAUDE_SAMPLE, tmp_path / "b" / CLAUDE_SAMPLE
+    shutil.copytree(original, first)
+    shutil.copytree(original, second)
+    units = list(ingest_module.iter_units([first, second]))
+    assert len(units) == 4  # each copy: the session and its subagent's
+    jobs = [Job(i, p, str(p.resolve()), str(fmt), 1) for i, (p, fmt, _) in enumerate(units)]
+    workers = []
+    for number, mine in enumerate([jobs[2:], jobs[:2]]):  # the later copy in the first worker
+        db = tmp_path / f"worker-{number}.duckdb"
+        assert not ingest([j.path for j in mine], db=db, build_index=False, workers=1).errors
+        workers.append(_Worker(number, None, None, db, [j.index for j in mine], ok=True))  # type: ignore[arg-type]
+    main = tmp_path / "main.duckdb"
+    con = connect(main, read_only=False)
+    try:
+        assert merge(con, workers, jobs, _delete_path) == {2, 3}
+    finally:
+        con.close()
+    paths = {r[0] for r in table_rows(main, {"sessions": "source_path"})["sessions"]}
+    assert paths == {jobs[0].key, jobs[1].key}
+    ingest([second], db=main, workers=1)
+    one = tmp_path / "one.duckdb"
+    ingest([first, second], db=one, workers=1)
+    for table, rows in all_tables(one).items():
+        if table not in ("search_docs", "search_state"):  # (main's index: built once)
+            assert all_tables(main)[table] == rows, table
+
+
+@needs_fork
+def test_a_failed_worker_leaves_its_files_to_the_main_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs = list(sample_inputs())
+    one = ingest(inputs, db=tmp_path / "one.duckdb", workers=1)
+    real = ingest_module._pool_worker
+
+    def failing(ingestor: object, outside: object, threads: int, db: Path) -> object:
+        if db.name == "worker-1.duckdb":
+            raise RuntimeError("no room")
+        return real(ingestor, outside, threads, db)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module, "_pool_worker", failing)
+    with pytest.warns(RuntimeWarning, match="ingest worker 1 failed .*no room"):
+        pooled = ingest(inputs, db=tmp_path / "pool.duckdb", workers=2)
+    assert _outcome(pooled) == _outcome(one)
+    assert all_tables(tmp_path / "pool.duckdb") == all_tables(tmp_path / "one.duckdb")
+
+
+def test_every_table_is_merged_or_said_not_to_be(tmp_path: Path) -> None:
+    con = connect(tmp_path / "fresh.duckdb", read_only=False)
+    try:
+        tables = {r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_type = 'BASE TABLE'").fetchall()}
+    finally:
+        con.close()
+    assert set(MERGED_TABLES) | set(NOT_MERGED) == tables
+    assert not set(MERGED_TABLES) & set(NOT_MERGED)
+
+
+def _jobs(*sizes: int) -> list[Job]:
+    return [Job(i, Path(f"f{i}"), f"/f{i}", "claude_code", s) for i, s in enumerate(sizes)]
+
+
+@needs_fork
+def test_pool_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_pool.os, "sched_getaffinity", lambda _: {0, 1, 2, 3})
+    mb = 2**20
+    assert pool_size(_jobs(5 * mb, 5 * mb, 5 * mb), None) == 3
+    assert pool_size(_jobs(*[mb] * 10), None) == 4
+    assert pool_size(_jobs(mb, mb), None) == 0  # too little to be worth a fork
+    assert pool_size(_jobs(100 * mb, mb, mb), None) == 0  # one file is most of the work
+    assert pool_size(_jobs(10 * mb), None) == 0
+    assert pool_size(_jobs(1, 1), 2) == 2  # asked for
+    assert pool_size(_jobs(1, 1), 8) == 2
+    assert pool_size(_jobs(*[mb] * 10), 1) == 0
+    monkeypatch.setattr(ingest_pool.os, "sched_getaffinity", lambda _: {0})
+    assert pool_size(_jobs(*[mb] * 10), None) == 0
+
+
+def test_an_in_memory_database_is_ingested_in_one_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ingest_module, "run_pool", None)  # (would fail if called)
+    summary = ingest(sample_inputs(), db=":memory:", workers=2)
+    assert not summary.errors and summary.totals()["messages"] > 300
