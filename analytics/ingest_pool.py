@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -129,7 +130,14 @@ def run_pool(
                 target=_serve, args=(jobs, counter, db, start_worker, ingest_one, send),
                 name=f"transcripts-ingest-{k}",
             )
-            process.start()
+            with warnings.catch_warnings():
+                # Python >= 3.12 warns about fork() in a process with threads (a progress bar,
+                # a notebook's); the child runs only this package's code and leaves with
+                # os._exit, and no DuckDB connection is open here (see above).
+                warnings.filterwarnings(
+                    "ignore", message=r".*fork\(\).*", category=DeprecationWarning
+                )
+                process.start()
             send.close()
             workers.append(_Worker(k, process, receive, db))
         open_ends = {w.results: w for w in workers}
@@ -155,8 +163,6 @@ def run_pool(
                     for stage, mib in message[2].items():
                         PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), mib)
                 elif message[0] == "failed":
-                    import warnings
-
                     warnings.warn(
                         f"ingest worker {worker.number} failed ({message[1]}); its files are "
                         "ingested in the main process", RuntimeWarning, stacklevel=2,
