@@ -47,6 +47,10 @@ MAX_SHARE = 0.6
 """Nor when one file is more than this share of the new bytes: it would keep one worker
 busy to the end while the rest wait, and in one process it gets a tagging worker of its own
 (``analysis/tagging/worker.py``) on the second core anyway."""
+GENERATION_MESSAGES = 100_000
+"""A worker starts a new database once its current one holds this many messages: the
+queries an ingest runs per file scan their table, so in one database growing to millions of
+messages each new file would cost more than the last."""
 MERGED_TABLES = (
     "sessions", "messages", "tool_calls", "raw_records", "quarantine", "redactions", "tags",
     "polling_loops", "launches", "server_events", "measurements", "campaigns", "levers",
@@ -74,11 +78,21 @@ class _Worker:
     number: int
     process: Any
     results: Connection
-    db: Path
+    folder: Path
     done: list[int] = field(default_factory=list)
     """Indices of the jobs it reported."""
     ok: bool = False
-    """It finished and closed its database."""
+    """It finished and closed its databases."""
+    generations: int = 0
+    """How many databases it filled (one after the other, see ``GENERATION_MESSAGES``)."""
+
+    @property
+    def dbs(self) -> list[Path]:
+        return [_db(self.folder, self.number, g) for g in range(self.generations)]
+
+
+def _db(folder: Path, worker: int, generation: int) -> Path:
+    return folder / f"worker-{worker}-{generation}.duckdb"
 
 
 def pool_size(jobs: list[Job], requested: int | None) -> int:
@@ -108,7 +122,7 @@ def run_pool(
     ingest_one: IngestOne,
     progress: Callable[[str, int], None] | None = None,
 ) -> tuple[list[_Worker], dict[int, Any]]:
-    """Ingest ``jobs`` in ``n_workers`` forked processes, each into a database in ``folder``
+    """Ingest ``jobs`` in ``n_workers`` forked processes, each into databases in ``folder``
     that ``start_worker(db_path)`` opens and returns an ``Ingestor`` for. Returns the workers
     and the ``FileResult`` of each job they reported (by job index). The caller must hold no
     DuckDB connection: a fork copies a database's threads' locks, not its threads."""
@@ -125,9 +139,8 @@ def run_pool(
     try:
         for k in range(n_workers):
             receive, send = ctx.Pipe(duplex=False)
-            db = folder / f"worker-{k}.duckdb"
             process = ctx.Process(
-                target=_serve, args=(jobs, counter, db, start_worker, ingest_one, send),
+                target=_serve, args=(jobs, counter, folder, k, start_worker, ingest_one, send),
                 name=f"transcripts-ingest-{k}",
             )
             with warnings.catch_warnings():
@@ -139,7 +152,7 @@ def run_pool(
                 )
                 process.start()
             send.close()
-            workers.append(_Worker(k, process, receive, db))
+            workers.append(_Worker(k, process, receive, folder))
         open_ends = {w.results: w for w in workers}
         while open_ends:
             for ready in wait(list(open_ends)):
@@ -157,10 +170,10 @@ def run_pool(
                     if progress is not None:
                         progress(str(by_index[index].path), by_index[index].size)
                 elif message[0] == "done":
-                    worker.ok = True
-                    for stage, seconds in message[1].items():
+                    worker.ok, worker.generations = True, message[1]
+                    for stage, seconds in message[2].items():
                         TIMINGS[stage] += seconds
-                    for stage, mib in message[2].items():
+                    for stage, mib in message[3].items():
                         PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), mib)
                 elif message[0] == "failed":
                     warnings.warn(
@@ -187,32 +200,45 @@ def run_pool(
 def _serve(
     jobs: list[Job],
     counter: Any,
-    db: Path,
+    folder: Path,
+    number: int,
     start_worker: Callable[[Path], Any],
     ingest_one: IngestOne,
     results: Connection,
 ) -> None:
-    """A worker: take the next job until none is left; report each file, then its timings."""
+    """A worker: take the next job until none is left; report each file, then its timings.
+    Fills one database after the other (``GENERATION_MESSAGES``); the sessions of the full
+    ones are claimed in the next as if they were there (``Ingestor.outside``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _die_with_parent()
     # (the parent's progress bar may have replaced them, and its thread is not here)
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     TIMINGS.clear()
     PEAK_RSS_MIB.clear()
+    ingestor: Any = None
+    generations = held = 0
     try:
-        ingestor = start_worker(db)
-        try:
-            while True:
-                with counter.get_lock():
-                    taken = counter.value
-                    counter.value = taken + 1
-                if taken >= len(jobs):
-                    break
-                job = jobs[taken]
-                results.send(("file", job.index, ingest_one(ingestor, job.path, job.fmt)))
-        finally:
+        while True:
+            with counter.get_lock():
+                taken = counter.value
+                counter.value = taken + 1
+            if taken >= len(jobs):
+                break
+            if ingestor is None:
+                ingestor = start_worker(_db(folder, number, generations))
+                generations += 1
+            job = jobs[taken]
+            result = ingest_one(ingestor, job.path, job.fmt)
+            results.send(("file", job.index, result))
+            held += result.messages
+            if held >= GENERATION_MESSAGES:
+                full = ingestor.con.execute("SELECT session_id, source_path FROM sessions")
+                ingestor.outside.update(full.fetchall())
+                ingestor.con.close()
+                ingestor, held = None, 0
+        if ingestor is not None:
             ingestor.con.close()
-        results.send(("done", dict(TIMINGS), dict(PEAK_RSS_MIB)))
+        results.send(("done", generations, dict(TIMINGS), dict(PEAK_RSS_MIB)))
     except BaseException as exc:  # noqa: BLE001 - reported; the parent ingests its files
         try:
             results.send(("failed", f"{type(exc).__name__}: {exc}"))
@@ -237,27 +263,24 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def left_out(workers: list[_Worker], jobs: list[Job]) -> dict[int, set[int]]:
-    """Per worker that finished, the jobs whose files must not be merged: each holds a
-    session id that a file earlier in order, done by another worker, holds too."""
+def left_out(workers: list[_Worker], jobs: list[Job]) -> dict[Path, set[int]]:
+    """Per database of the workers that finished, the jobs whose files must not be merged:
+    each holds a session id that a file earlier in order, in another database, holds too."""
     by_key = {j.key: j.index for j in jobs}
-    holders: dict[str, list[tuple[int, int]]] = {}  # session_id -> [(job index, worker)]
-    for worker in workers:
-        if not worker.ok:
-            continue
-        con = duckdb.connect(str(worker.db), read_only=True)
+    holders: dict[str, list[tuple[int, Path]]] = {}  # session_id -> [(job index, database)]
+    for db in [db for w in workers if w.ok for db in w.dbs]:
+        con = duckdb.connect(str(db), read_only=True)
         try:
             rows = con.execute("SELECT session_id, source_path FROM sessions").fetchall()
         finally:
             con.close()
         for session_id, source_path in rows:
             if source_path in by_key:
-                holders.setdefault(session_id, []).append((by_key[source_path], worker.number))
-    out: dict[int, set[int]] = {}
+                holders.setdefault(session_id, []).append((by_key[source_path], db))
+    out: dict[Path, set[int]] = {}
     for found in holders.values():
-        if len(found) > 1:
-            for index, number in sorted(found)[1:]:
-                out.setdefault(number, set()).add(index)
+        for index, db in sorted(found)[1:]:
+            out.setdefault(db, set()).add(index)
     return out
 
 
@@ -267,26 +290,24 @@ def merge(
     jobs: list[Job],
     delete_path: Callable[[duckdb.DuckDBPyConnection, str], None],
 ) -> set[int]:
-    """Copy every finished worker's rows into ``con``'s database, one transaction each;
-    returns the job indices left for the main process (files of failed workers, and the
-    later of two files sharing a session id)."""
+    """Copy the rows of every finished worker's databases into ``con``'s database, one
+    transaction each; returns the job indices left for the main process (files of failed
+    workers, and the later of two files sharing a session id)."""
     by_index = {j.index: j for j in jobs}
     redo = {i for w in workers if not w.ok for i in w.done}
     redo |= {j.index for j in jobs} - {i for w in workers for i in w.done}  # never reported
     excluded = left_out(workers, jobs)
     with timed("merge worker databases"):
-        for worker in workers:
-            if not worker.ok:
-                continue
-            if excluded.get(worker.number):
-                wcon = duckdb.connect(str(worker.db))
+        for db in [db for w in workers if w.ok for db in w.dbs]:
+            if excluded.get(db):
+                wcon = duckdb.connect(str(db))
                 try:
-                    for index in sorted(excluded[worker.number]):
+                    for index in sorted(excluded[db]):
                         delete_path(wcon, by_index[index].key)
                 finally:
                     wcon.close()
-                redo |= excluded[worker.number]
-            _copy(con, worker.db)
+                redo |= excluded[db]
+            _copy(con, db)
     return redo
 
 

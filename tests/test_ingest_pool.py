@@ -42,10 +42,14 @@ def _outcome(summary: ingest_module.IngestSummary) -> list[tuple[object, ...]]:
 
 
 @needs_fork
-@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize(("workers", "generation"), [(2, None), (3, None), (2, 1)])
 def test_a_pool_stores_what_one_process_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, generation: int | None
 ) -> None:
+    """``generation``: a worker starts a new database after this many messages (1: after
+    every file, so that copies of a session meet in two databases of one worker too)."""
+    if generation is not None:
+        monkeypatch.setattr(ingest_pool, "GENERATION_MESSAGES", generation)
     inputs = _inputs(tmp_path)
     ticks_one: list[str] = []
     one = ingest(inputs, db=tmp_path / "one.duckdb", workers=1,
@@ -88,9 +92,10 @@ def test_the_later_of_two_workers_files_with_one_session_is_ingested_again(
     jobs = [Job(i, p, str(p.resolve()), str(fmt), 1) for i, (p, fmt, _) in enumerate(units)]
     workers = []
     for number, mine in enumerate([jobs[2:], jobs[:2]]):  # the later copy in the first worker
-        db = tmp_path / f"worker-{number}.duckdb"
-        assert not ingest([j.path for j in mine], db=db, build_index=False, workers=1).errors
-        workers.append(_Worker(number, None, None, db, [j.index for j in mine], ok=True))  # type: ignore[arg-type]
+        worker = _Worker(number, None, None, tmp_path, [j.index for j in mine], True, 1)  # type: ignore[arg-type]
+        paths = [j.path for j in mine]
+        assert not ingest(paths, db=worker.dbs[0], build_index=False, workers=1).errors
+        workers.append(worker)
     main = tmp_path / "main.duckdb"
     con = connect(main, read_only=False)
     try:
@@ -116,10 +121,11 @@ def test_a_failed_worker_leaves_its_files_to_the_main_process(
     real = ingest_module._pool_worker
 
     def failing(ingestor: object, outside: object, threads: int, db: Path) -> object:
-        if db.name == "worker-1.duckdb":
+        if db.name.startswith("worker-1-"):
             raise RuntimeError("no room")
         return real(ingestor, outside, threads, db)  # type: ignore[arg-type]
 
+    monkeypatch.setattr(ingest_pool, "GENERATION_MESSAGES", 1)  # a database per file
     monkeypatch.setattr(ingest_module, "_pool_worker", failing)
     with pytest.warns(RuntimeWarning, match="ingest worker 1 failed .*no room"):
         pooled = ingest(inputs, db=tmp_path / "pool.duckdb", workers=2)
