@@ -288,12 +288,14 @@ def test_copying_pending_documents_is_all_or_nothing(
     con.close()
 
 
-@pytest.mark.parametrize("batch", [1, 3, 7, 10**9])
+@pytest.mark.parametrize(("batch", "sessions_per_batch"), [(1, 1000), (3, 1000), (7, 1000),
+                                                          (10**9, 1000), (10**9, 1), (30, 2)])
 def test_documents_are_copied_in_batches_as_in_one_statement(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int, sessions_per_batch: int
 ) -> None:
     """The copy goes a batch of messages at a time (a one-statement sort of every text could
-    run out of memory on a huge session): the same documents, doc_id in the same order."""
+    run out of memory on a huge session), small sessions together: the same documents,
+    doc_id in the same order."""
     from analytics.store import search as search_module
 
     sessions = [
@@ -305,7 +307,11 @@ def test_documents_are_copied_in_batches_as_in_one_statement(
     db = tmp_path / "t.duckdb"
     ingest([tmp_path], db=db, build_index=False)
     monkeypatch.setattr(search_module, "COPY_BATCH", batch)
+    monkeypatch.setattr(search_module, "BATCH_SESSIONS", sessions_per_batch)
     with duckdb.connect(str(db)) as con:
+        batches = search_module._batches(con)
+        assert sum(len(b) for b in batches) == 2 * -(-23 // min(batch, 23))
+        assert all(len(b) <= sessions_per_batch for b in batches)
         search_module._materialise(con)
         docs = con.execute(
             "SELECT doc_id, session_id, msg_idx, kind, body FROM search_docs ORDER BY doc_id"

@@ -106,6 +106,8 @@ def add_documents(con: duckdb.DuckDBPyConnection, session_id: str, from_idx: int
 
 COPY_BATCH = 50_000
 """Messages whose documents are copied by one statement (see ``_materialise``)."""
+BATCH_SESSIONS = 1000
+"""Sessions (or pieces of one) whose documents are copied by one statement at the most."""
 
 
 def _materialise(con: duckdb.DuckDBPyConnection) -> None:
@@ -115,33 +117,58 @@ def _materialise(con: duckdb.DuckDBPyConnection) -> None:
     doc_id follows (session_id, msg_idx, kind). The copy goes ``COPY_BATCH`` messages at a
     time, in that order, each batch numbered on from the last: the same numbering as one
     statement, whose sort of every document's text could exceed the writer's memory limit
-    on a session of a gigabyte."""
+    on a session of a gigabyte. Small sessions share a batch (a first ingest of a folder
+    leaves thousands pending: a statement each would scan the tables thousands of times)."""
     con.execute("BEGIN TRANSACTION")
     try:
-        pending = con.execute(f"SELECT session_id, from_idx FROM {_PENDING} ORDER BY 1").fetchall()
-        for session_id, from_idx in pending:
-            top = con.execute(
-                "SELECT greatest((SELECT max(msg_idx) FROM messages WHERE session_id = $s),"
-                " (SELECT max(msg_idx) FROM tool_calls WHERE session_id = $s))",
-                {"s": session_id},
-            ).fetchone()
-            last = top[0] if top and top[0] is not None else from_idx
-            for lo in range(from_idx, last + 1, COPY_BATCH):
-                ranges = f"(SELECT {sql_string(session_id)} AS session_id, {lo} AS from_idx)"
-                con.execute(
-                    f"""
-                    INSERT INTO search_docs
-                    SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs)
-                               + row_number() OVER (ORDER BY session_id, msg_idx, kind),
-                           session_id, msg_idx, kind, body
-                    FROM ({_documents_sql(ranges, str(lo + COPY_BATCH))})
-                    """
-                )
+        for batch in _batches(con):
+            values = ", ".join(f"({sql_string(s)}, {lo}, {hi})" for s, lo, hi in batch)
+            ranges = f"(SELECT * FROM (VALUES {values}) AS v(session_id, from_idx, below))"
+            con.execute(
+                f"""
+                INSERT INTO search_docs
+                SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs)
+                           + row_number() OVER (ORDER BY session_id, msg_idx, kind),
+                       session_id, msg_idx, kind, body
+                FROM ({_documents_sql(ranges, "r.below")})
+                """
+            )
         con.execute("DELETE FROM search_pending")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def _batches(con: duckdb.DuckDBPyConnection) -> list[list[tuple[str, int, int]]]:
+    """The pending messages as (session_id, from msg_idx, below msg_idx) pieces, in order,
+    grouped into batches of at most ``COPY_BATCH`` messages and ``BATCH_SESSIONS`` pieces."""
+    pending = con.execute(
+        f"""
+        WITH p AS {_PENDING},
+        tops AS (
+            SELECT session_id, max(msg_idx) AS top FROM messages
+            WHERE session_id IN (SELECT session_id FROM p) GROUP BY ALL
+            UNION ALL
+            SELECT session_id, max(msg_idx) FROM tool_calls
+            WHERE session_id IN (SELECT session_id FROM p) GROUP BY ALL
+        )
+        SELECT p.session_id, p.from_idx, max(t.top) FROM p LEFT JOIN tops t USING (session_id)
+        GROUP BY ALL ORDER BY 1
+        """
+    ).fetchall()
+    batches: list[list[tuple[str, int, int]]] = [[]]
+    size = 0
+    for session_id, from_idx, top in pending:
+        last = top if top is not None else from_idx
+        for lo in range(from_idx, last + 1, COPY_BATCH):
+            n = min(COPY_BATCH, last + 1 - lo)
+            if batches[-1] and (size + n > COPY_BATCH or len(batches[-1]) >= BATCH_SESSIONS):
+                batches.append([])
+                size = 0
+            batches[-1].append((session_id, lo, lo + COPY_BATCH))
+            size += n
+    return [b for b in batches if b]
 
 
 def _state(con: duckdb.DuckDBPyConnection, key: str, default: str = "") -> str:
