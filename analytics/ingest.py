@@ -26,7 +26,7 @@ import orjson
 
 from analytics.errors import AnalyticsError, DatabaseLockedError
 from analytics.gcpause import no_cyclic_gc
-from analytics.ingest_pool import Job, merge, pool_size, run_pool
+from analytics.ingest_pool import Job, merge, pool_folder, pool_size, run_pool
 from analytics.models import (
     Ledger,
     Message,
@@ -292,7 +292,7 @@ class _FileLoader:
         put("tool_calls", self.calls)
         put("raw_records", self.raws, extra={"path": self.path})
         put("quarantine", self.quarantined, extra={"path": self.path})
-        put("redactions", self.redactions)
+        put("redactions", self.redactions, extra={"path": self.path})
         self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
         if self.stream is not None:
             self.stream.stored(self.first_idx, self.last_idx)
@@ -427,6 +427,7 @@ def _delete_path(con: duckdb.DuckDBPyConnection, path: str) -> None:
         con.execute("DELETE FROM sessions WHERE list_contains(?, session_id)", [sids])
     con.execute("DELETE FROM raw_records WHERE path = ?", [path])
     con.execute("DELETE FROM quarantine WHERE path = ?", [path])
+    con.execute("DELETE FROM redactions WHERE path = ?", [path])
     con.execute("DELETE FROM ingest_files WHERE path = ?", [path])
 
 
@@ -871,27 +872,10 @@ def ingest(
         jobs = _new_units(con, units, results) if db_path != ":memory:" else []
         n_workers = pool_size(jobs, workers)
         if n_workers:
-            outside = dict(con.execute("SELECT session_id, source_path FROM sessions").fetchall())
-            con.close()  # (no DuckDB threads in the parent when it forks)
-            threads = max(1, len(os.sched_getaffinity(0)) // n_workers)
-            try:
-                pool, done = run_pool(
-                    jobs, n_workers, Path(db_path + ".pool"),
-                    partial(_pool_worker, ingestor, outside, threads), _ingest_one, progress,
-                )
-            except OSError as exc:  # no fork (out of processes or memory): one process
-                warnings.warn(f"no ingest workers ({exc}); ingesting in this process",
-                              RuntimeWarning, stacklevel=2)
-                pool, done = [], {}
-            finally:
-                con = ingestor.con = connect(db_path, read_only=False, wait_s=wait_s)
-                opened = time.monotonic()
-            redo = merge(con, pool, jobs, _delete_path) if pool else set()
-            shutil.rmtree(db_path + ".pool", ignore_errors=True)
-            ticked.update(done)  # (progress was told of them, redone or not)
+            done, ticked = _ingest_in_pool(ingestor, db_path, wait_s, jobs, n_workers, progress)
+            con, opened = ingestor.con, time.monotonic()
             for index, result in done.items():
-                if index not in redo:
-                    results[index] = result
+                results[index] = result
         for i, (unit, chosen, _) in enumerate(units):
             if results[i] is not None or chosen is None:
                 continue
@@ -924,6 +908,54 @@ def ingest(
     return summary
 
 
+def _ingest_in_pool(
+    ingestor: Ingestor,
+    db_path: str,
+    wait_s: float,
+    jobs: list[Job],
+    n_workers: int,
+    progress: Progress | None,
+) -> tuple[dict[int, FileResult], set[int]]:
+    """Ingest ``jobs`` in a pool of ``n_workers`` processes and merge what they stored
+    (``ingest_pool.py``); ``ingestor.con`` is closed meanwhile, and open again after.
+    Returns the results that stand (by unit index; the other jobs are left to the caller)
+    and the units ``progress`` was told of."""
+    con = ingestor.con
+    outside = dict(con.execute("SELECT session_id, source_path FROM sessions").fetchall())
+    written = _written(con)
+    con.close()  # (no DuckDB threads in the parent when it forks)
+    threads = max(1, len(os.sched_getaffinity(0)) // n_workers)
+    folder = pool_folder(db_path)
+    try:
+        pool, done = run_pool(
+            jobs, n_workers, folder, partial(_pool_worker, ingestor, outside, threads),
+            _ingest_one, progress,
+        )
+    except OSError as exc:  # no fork (out of processes or memory): one process
+        warnings.warn(f"no ingest workers ({exc}); ingesting in this process",
+                      RuntimeWarning, stacklevel=2)
+        pool, done = [], {}
+    finally:
+        con = ingestor.con = connect(db_path, read_only=False, wait_s=wait_s)
+    try:
+        if pool and _written(con) != written:
+            # Another writer got in while the lock was free: what the workers were told
+            # the database held is stale. Their files are done here instead.
+            warnings.warn("the database changed while the ingest workers ran; their files "
+                          "are ingested again in this process", RuntimeWarning, stacklevel=2)
+            redo = set(done)
+        else:
+            redo = merge(con, pool, jobs, _delete_path) if pool else set()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return {i: r for i, r in done.items() if i not in redo}, set(done)
+
+
+def _written(con: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
+    """Changes whenever a file is stored (every load writes its ``ingest_files`` row)."""
+    return con.execute("SELECT count(*), max(ingested_at) FROM ingest_files").fetchone()
+
+
 def _ingest_one(ingestor: Ingestor, unit: Path, chosen: str) -> FileResult:
     """``ingestor.ingest_unit``, its failure a ``FileResult`` (one bad file must not stop
     the run)."""
@@ -947,20 +979,29 @@ def _new_units(
     results: list[FileResult | None],
 ) -> list[Job]:
     """The units never ingested into ``con``'s database (the first of each path), as jobs
-    an ingest pool may take."""
-    known = {r[0] for r in con.execute("SELECT path FROM ingest_files").fetchall()}
+    an ingest pool may take: those before the first unit that changed since it was stored.
+    (A changed file may give up or take session ids, and which file of two keeps an id
+    depends on the order: the files after it are ingested after it, in this process.)"""
+    stored = {r[0]: tuple(r[1:]) for r in con.execute(
+        "SELECT path, bytes, mtime, format FROM ingest_files").fetchall()}
+    seen: set[str] = set()
     jobs: list[Job] = []
     for i, (unit, chosen, _) in enumerate(units):
         if results[i] is not None or chosen is None:
             continue
         try:
             key = str(unit.resolve())
-            size = fingerprint(unit)[0]
+            size, mtime = fingerprint(unit)
         except OSError:
             continue  # (the main process reports it)
-        if key not in known:
-            known.add(key)
-            jobs.append(Job(i, unit, key, chosen, size))
+        if key in seen:
+            continue  # (a path given twice: unchanged the second time)
+        seen.add(key)
+        if key in stored:
+            if stored[key] != (size, mtime, chosen):
+                break
+            continue
+        jobs.append(Job(i, unit, key, chosen, size))
     return jobs
 
 

@@ -1,21 +1,31 @@
-"""New files ingested side by side: forked worker processes, a database each, then merged.
+"""New files ingested side by side: forked worker processes, databases of their own, merged.
 
 One process ingests one file at a time, so a first ingest of a folder of sessions runs on
 one core, however many the machine has. With several new files and two or more cores,
 :func:`analytics.ingest.ingest` hands the new ones to a pool instead. Each worker is a fork
 of the ingest, with its options and the sessions the database holds already; it takes the
-next file in order, parses, tags and analyses it as the main process would, into a database
-of its own beside the main one. The main process then copies every worker's rows into the
-main database, one transaction per worker.
+next file in order and parses, tags and analyses it as the main process would, into a
+database of its own beside the main one (a new one every ``GENERATION_MESSAGES``). The main
+process then copies every worker database's rows into the main database, one transaction
+each, and builds the search index once.
 
-The tables come out as one process makes them:
+The tables come out as one process makes them (``tests/test_ingest_pool.py`` compares every
+table):
 - Every session is analysed on its own: where it was analysed does not matter.
 - Two files holding the same session id: the first keeps it and the later one's sessions get
   a suffix (``_FileLoader._claim_session``). A worker takes its files in order, so within a
   worker this happens as it does in one process. Between workers it is found at the merge:
   the later file is left out and ingested again afterwards by the main process, which then
   sees the first file's session.
-- A worker that fails is left out as a whole; its files are ingested in the main process.
+- A stored file that changed may give up or take a session id: only the new files before the
+  first such file go to the pool (``analytics.ingest._new_units``); it and every file after
+  it are ingested after the merge, in order.
+- A worker that fails is left out as a whole; its files, and every file after the first of
+  them (which of two copies keeps an id depends on the order), are ingested in the main
+  process, in order.
+- The database's lock is free while the workers run (readers get in). Should another
+  writer get in too, what the workers were told the database held is stale: nothing of
+  theirs is merged, and their files are ingested in the main process.
 
 Linux only (``fork``); ``ingest(…, workers=1)`` (``transcripts ingest --workers 1``)
 ingests in one process.
@@ -51,6 +61,9 @@ GENERATION_MESSAGES = 100_000
 """A worker starts a new database once its current one holds this many messages: the
 queries an ingest runs per file scan their table, so in one database growing to millions of
 messages each new file would cost more than the last."""
+WORKER_MIB = 1024
+"""Memory a worker may take (spaCy, its DuckDB capped at 400 MB, a file's rows): no more
+workers than the available memory holds."""
 MERGED_TABLES = (
     "sessions", "messages", "tool_calls", "raw_records", "quarantine", "redactions", "tags",
     "polling_loops", "launches", "server_events", "measurements", "campaigns", "levers",
@@ -97,7 +110,8 @@ def _db(folder: Path, worker: int, generation: int) -> Path:
 
 def pool_size(jobs: list[Job], requested: int | None) -> int:
     """How many worker processes to use for ``jobs`` (0: ingest them in this process).
-    ``requested``: the caller's number (None: one per core, when it is worth it)."""
+    ``requested``: the caller's number (None: one per core and ``WORKER_MIB`` of available
+    memory, when it is worth it)."""
     if requested is not None and requested <= 1:
         return 0
     if len(jobs) < 2 or not sys.platform.startswith("linux"):
@@ -107,7 +121,41 @@ def pool_size(jobs: list[Job], requested: int | None) -> int:
     total = sum(j.size for j in jobs)
     if total < MIN_BYTES or max(j.size for j in jobs) > MAX_SHARE * total:
         return 0
-    return min(len(os.sched_getaffinity(0)), len(jobs)) if len(os.sched_getaffinity(0)) > 1 else 0
+    n = min(len(os.sched_getaffinity(0)), len(jobs), _available_mib() // WORKER_MIB)
+    return n if n >= 2 else 0
+
+
+def _available_mib() -> int:
+    """Memory the kernel says is available (``MemAvailable``); plenty when it cannot tell."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 20
+
+
+def pool_folder(db_path: str) -> Path:
+    """Where this process's workers keep their databases: beside the database, one folder
+    per ingest process (another ingest must not remove it while it is used); the folders of
+    ingests that are gone (killed) are removed here."""
+    for old in Path(db_path).parent.glob(Path(db_path).name + ".pool-*"):
+        pid = old.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(f"{db_path}.pool-{os.getpid()}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 IngestOne = Callable[[Any, Path, str], Any]
@@ -171,10 +219,11 @@ def run_pool(
                         progress(str(by_index[index].path), by_index[index].size)
                 elif message[0] == "done":
                     worker.ok, worker.generations = True, message[1]
-                    for stage, seconds in message[2].items():
-                        TIMINGS[stage] += seconds
+                    for stage, seconds in message[2].items():  # (summed over workers)
+                        TIMINGS[f"{stage} (ingest workers)"] += seconds
                     for stage, mib in message[3].items():
-                        PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), mib)
+                        key = f"{stage} (ingest workers)"
+                        PEAK_RSS_MIB[key] = max(PEAK_RSS_MIB.get(key, 0.0), mib)
                 elif message[0] == "failed":
                     warnings.warn(
                         f"ingest worker {worker.number} failed ({message[1]}); its files are "
@@ -292,22 +341,31 @@ def merge(
 ) -> set[int]:
     """Copy the rows of every finished worker's databases into ``con``'s database, one
     transaction each; returns the job indices left for the main process (files of failed
-    workers, and the later of two files sharing a session id)."""
+    workers and every file after the first of them, and the later of two files sharing a
+    session id)."""
     by_index = {j.index: j for j in jobs}
     redo = {i for w in workers if not w.ok for i in w.done}
     redo |= {j.index for j in jobs} - {i for w in workers for i in w.done}  # never reported
     excluded = left_out(workers, jobs)
+    # A redone file may hold a session id that a later file, merged, would keep instead of
+    # it: every file after the first redone one is redone too, in order.
+    first = min(redo) if redo else None
     with timed("merge worker databases"):
-        for db in [db for w in workers if w.ok for db in w.dbs]:
-            if excluded.get(db):
-                wcon = duckdb.connect(str(db))
-                try:
-                    for index in sorted(excluded[db]):
-                        delete_path(wcon, by_index[index].key)
-                finally:
-                    wcon.close()
-                redo |= excluded[db]
-            _copy(con, db)
+        for worker in workers:
+            if not worker.ok:
+                continue
+            later = {i for i in worker.done if first is not None and i > first}
+            for db in worker.dbs:
+                drop = excluded.get(db, set()) | later  # (a path not in ``db``: a no-op)
+                if drop:
+                    wcon = duckdb.connect(str(db))
+                    try:
+                        for index in sorted(drop):
+                            delete_path(wcon, by_index[index].key)
+                    finally:
+                        wcon.close()
+                    redo |= drop
+                _copy(con, db)
     return redo
 
 

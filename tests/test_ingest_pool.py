@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,7 +77,7 @@ def test_a_pool_stores_what_one_process_does(
     assert suffixed  # the copy's sessions
     for table in expected:
         assert got[table] == expected[table], table
-    assert not (tmp_path / "pool.duckdb.pool").exists()
+    assert not list(tmp_path.glob("pool.duckdb.pool*"))
 
 
 def test_the_later_of_two_workers_files_with_one_session_is_ingested_again(
@@ -161,8 +163,50 @@ def test_pool_size(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pool_size(_jobs(1, 1), 2) == 2  # asked for
     assert pool_size(_jobs(1, 1), 8) == 2
     assert pool_size(_jobs(*[mb] * 10), 1) == 0
+    monkeypatch.setattr(ingest_pool, "_available_mib", lambda: 3 * ingest_pool.WORKER_MIB)
+    assert pool_size(_jobs(*[mb] * 10), None) == 3  # as many as the memory holds
+    monkeypatch.setattr(ingest_pool, "_available_mib", lambda: ingest_pool.WORKER_MIB)
+    assert pool_size(_jobs(*[mb] * 10), None) == 0
+    assert pool_size(_jobs(*[mb] * 10), 2) == 2  # asked for
     monkeypatch.setattr(ingest_pool.os, "sched_getaffinity", lambda _: {0})
     assert pool_size(_jobs(*[mb] * 10), None) == 0
+
+
+def test_a_pool_folder_is_the_ingests_own_and_a_dead_ones_goes(tmp_path: Path) -> None:
+    db = str(tmp_path / "t.duckdb")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = [Path(f"{db}.pool-{dead.pid}"), Path(f"{db}.pool-1")]  # (pid 1 lives)
+    for folder in left:
+        folder.mkdir()
+    assert ingest_pool.pool_folder(db) == Path(f"{db}.pool-{os.getpid()}")
+    assert not left[0].exists() and left[1].exists()
+
+
+@needs_fork
+def test_another_writer_during_the_pool_has_its_files_ingested_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database is free while the workers run: when another ingest wrote meanwhile,
+    what the workers were told it held is stale, and their files are done again here."""
+    inputs = list(sample_inputs())
+    other = _session_file(tmp_path, "other/s.jsonl", "0" * 8)
+    db = tmp_path / "pool.duckdb"
+    real = ingest_pool.run_pool
+
+    def with_a_writer(*args: object, **kw: object) -> object:
+        out = real(*args, **kw)  # type: ignore[arg-type]
+        assert not ingest([other], db=db, workers=1, build_index=False).errors
+        return out
+
+    monkeypatch.setattr(ingest_module, "run_pool", with_a_writer)
+    with pytest.warns(RuntimeWarning, match="database changed while the ingest workers ran"):
+        pooled = ingest(inputs, db=db, workers=2)
+    one = ingest(inputs, db=tmp_path / "one.duckdb", workers=1)
+    assert _outcome(pooled) == _outcome(one)
+    paths = {r[0] for r in table_rows(db, {"ingest_files": "path"})["ingest_files"]}
+    assert str(other.resolve()) in paths and len(paths) == len(pooled.files) + 1
+    assert not list(tmp_path.glob("pool.duckdb.pool*"))
 
 
 def test_an_in_memory_database_is_ingested_in_one_process(
@@ -171,3 +215,77 @@ def test_an_in_memory_database_is_ingested_in_one_process(
     monkeypatch.setattr(ingest_module, "run_pool", None)  # (would fail if called)
     summary = ingest(sample_inputs(), db=":memory:", workers=2)
     assert not summary.errors and summary.totals()["messages"] > 300
+
+
+SID = "15533a99-4ff1-4d4f-a079-e640a38d686d"
+"""The session id of the bundled Claude Code session."""
+
+
+def _session_file(tmp_path: Path, name: str, sid: str = SID) -> Path:
+    """The bundled Claude Code session file (no subagents) at ``tmp_path/name``, its
+    session id ``sid``."""
+    original = next(p for p in sample_inputs() if p.name == CLAUDE_SAMPLE)
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text((original / f"{SID}.jsonl").read_text().replace(SID, sid))
+    return path
+
+
+def _same_tables(tmp_path: Path) -> None:
+    one, pool = all_tables(tmp_path / "one.duckdb"), all_tables(tmp_path / "pool.duckdb")
+    for table in one:
+        assert pool[table] == one[table], table
+
+
+@needs_fork
+@pytest.mark.parametrize("change", ["gives up", "takes"])
+def test_a_changed_file_before_new_ones_is_ingested_before_them(
+    tmp_path: Path, change: str
+) -> None:
+    """A stored file that changed gives up a session id, or takes one, that a new file after
+    it holds: the new file must see that, as in one process."""
+    other = "00000000-0000-4000-8000-000000000000"
+    changed = _session_file(tmp_path, "c.jsonl", SID if change == "gives up" else other)
+    new = [_session_file(tmp_path, "n/a.jsonl"), _session_file(tmp_path, "n/b.jsonl", "b" * 8)]
+    for db in ("one", "pool"):
+        ingest([changed], db=tmp_path / f"{db}.duckdb", workers=1, build_index=False)
+    _session_file(tmp_path, "c.jsonl", other if change == "gives up" else SID)
+    for db, workers in (("one", 1), ("pool", 2)):
+        ingest([changed, *new], db=tmp_path / f"{db}.duckdb", workers=workers)
+    _same_tables(tmp_path)
+
+
+@needs_fork
+def test_a_worker_that_dies_mid_file_leaves_the_order_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first worker dies on the first of two copies of a session; the second worker's
+    copy must not keep the id the first copy, redone afterwards, has in one process."""
+    import multiprocessing
+    import os
+
+    copies = [_session_file(tmp_path, "a/s.jsonl"), _session_file(tmp_path, "b/s.jsonl")]
+    ingest(copies, db=tmp_path / "one.duckdb", workers=1)
+    real = ingest_module._ingest_one
+
+    def dying(ingestor: object, unit: Path, chosen: str) -> object:
+        if multiprocessing.current_process().name == "transcripts-ingest-0":
+            os._exit(9)  # (killed: out of memory, say)
+        return real(ingestor, unit, chosen)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module, "_ingest_one", dying)
+    ingest(copies, db=tmp_path / "pool.duckdb", workers=2)
+    _same_tables(tmp_path)
+
+
+@needs_fork
+def test_a_left_out_file_leaves_no_redactions_behind(tmp_path: Path) -> None:
+    """The later of two copies, left out at the merge, has a secret on a quarantined line:
+    its redaction (of no session) is not copied as well as made again."""
+    copies = [_session_file(tmp_path, "a/s.jsonl"), _session_file(tmp_path, "b/s.jsonl")]
+    with copies[1].open("a") as f:
+        f.write("not json sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2\n")
+    for db, workers in (("one", 1), ("pool", 2)):
+        ingest(copies, db=tmp_path / f"{db}.duckdb", workers=workers)
+    assert len(all_tables(tmp_path / "one.duckdb")["redactions"]) == 1
+    _same_tables(tmp_path)

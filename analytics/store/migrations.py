@@ -262,9 +262,15 @@ def m006_search_pending(con: duckdb.DuckDBPyConnection) -> None:
     # Documents of a database written before this migration stay in search_docs.
 
 
+def m007_redactions_path(con: duckdb.DuckDBPyConnection) -> None:
+    """The file each redaction was made in: rows without a session (quarantined lines, raw
+    records of no session) are deleted with their file, as the rest are with its sessions."""
+    con.execute("ALTER TABLE redactions ADD COLUMN path VARCHAR")
+
+
 MIGRATIONS: list[Migration] = [
     m001_core, m002_analysis, m003_redactions, m004_search, m005_analysis_state,
-    m006_search_pending,
+    m006_search_pending, m007_redactions_path,
 ]
 
 

@@ -66,7 +66,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
         "session_id", "msg_idx", "claim_text", "subject", "verdict", "reason",
         "evidence_msg_idx", "contradicted_by_msg_idx",
     ],
-    "redactions": ["session_id", "msg_idx", "field", "kind", "count"],
+    "redactions": ["session_id", "msg_idx", "field", "kind", "count", "path"],
 }
 
 JSON_COLUMNS = {
