@@ -156,7 +156,7 @@ def main() -> None:
         r = f"{ratio[0]:>8.3f}  {ratio[1]}" if ratio is not None else f"{'-':>8}"
         m = f"{rss:.0f}" if rss is not None else "-"
         print(f"{name:<50} {secs:>8.2f} {m:>9} {r}")
-    print("goals: parse+store <= 2.0x ref; full <= 4.0x ref; re-ingest <= 0.02 of full; "
+    print("goals: parse+store <= 2.0x ref; tags+analysis (no index) <= 4.0x ref; re-ingest <= 0.02 of full; "
           "append <= 0.05 of full; peak memory <= 1536 MiB")
     if not args.keep:
         shutil.rmtree(work)

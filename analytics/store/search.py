@@ -114,7 +114,9 @@ def _materialise(con: duckdb.DuckDBPyConnection) -> None:
     """Copy the pending documents into ``search_docs``, in one transaction: interrupted,
     they stay pending (copied and still pending, they would be found twice).
 
-    doc_id follows (session_id, msg_idx, kind). The copy goes ``COPY_BATCH`` messages at a
+    doc_id follows (session_id, msg_idx, kind, body): a total order (a message's commands
+    share the first three), so a database numbers its documents as any other with the same
+    rows does, whatever order they were stored in. The copy goes ``COPY_BATCH`` messages at a
     time, in that order, each batch numbered on from the last: the same numbering as one
     statement, whose sort of every document's text could exceed the writer's memory limit
     on a session of a gigabyte. Small sessions share a batch (a first ingest of a folder
@@ -128,7 +130,7 @@ def _materialise(con: duckdb.DuckDBPyConnection) -> None:
                 f"""
                 INSERT INTO search_docs
                 SELECT (SELECT coalesce(max(doc_id), 0) FROM search_docs)
-                           + row_number() OVER (ORDER BY session_id, msg_idx, kind),
+                           + row_number() OVER (ORDER BY session_id, msg_idx, kind, body),
                        session_id, msg_idx, kind, body
                 FROM ({_documents_sql(ranges, "r.below")})
                 """
