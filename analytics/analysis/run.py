@@ -364,9 +364,14 @@ class MessageRun:
                 self._redo(i)
             # The messages just before the first new one are tagged again as context.
             margin_lo = max(0, start_idx - TAG_MARGIN)
-            with timed("load contexts"):
-                self.before: Tables = load_tables(con, session_id, margin_lo, start_idx - 1)
-                self.known = self._stored_tags(margin_lo, start_idx - 1)
+            self.before: Tables | None = None
+            """None: no message before the first new one (the first chunk's tables, emptied,
+            stand for them: no query for a session analysed from its start)."""
+            self.known: set[tuple[int, str]] = set()
+            if start_idx > 0:
+                with timed("load contexts"):
+                    self.before = load_tables(con, session_id, margin_lo, start_idx - 1)
+                    self.known = self._stored_tags(margin_lo, start_idx - 1)
 
     def _stored_tags(self, lo: int, hi: int) -> set[tuple[int, str]]:
         """(msg_idx, tag) of the tags stored for messages ``lo..hi``."""
@@ -411,6 +416,8 @@ class MessageRun:
                 with timed("load contexts"):
                     tables = load_tables(self.con, self.session_id, lo, hi)
                     indices = msg_indices(tables)
+                if self.before is None:
+                    self.before = (tables[0].schema.empty_table(), tables[1].schema.empty_table())
                 chunk = _Chunk(
                     tables,
                     self.before,
