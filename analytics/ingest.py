@@ -609,9 +609,12 @@ class Ingestor:
             next_msg_idx={r[0]: r[1] for r in rows}, state=state,
         )
 
-    def _analyse_loaded(self, loader: _FileLoader, touched: list[tuple[str, int]]) -> None:
+    def _analyse_loaded(
+        self, loader: _FileLoader, touched: list[tuple[str, int]], fresh: bool = False
+    ) -> None:
         """Message- and session-level analysis of what a load stored (and of the earlier
-        messages whose calls it completed)."""
+        messages whose calls it completed). ``fresh``: a file never stored before (its
+        sessions have no analysis rows to replace)."""
         assert self.analyser is not None
         sessions = set(loader.first_idx) | {s for s, _ in touched} | set(loader.sessions)
         stream = loader.stream
@@ -622,7 +625,7 @@ class Ingestor:
                 stream.finish(start, extra)
             else:
                 self.analyser.run_messages(self.con, sid, start, extra)
-            self.analyser.run_session(self.con, sid, min([start, *extra]))
+            self.analyser.run_session(self.con, sid, min([start, *extra]), fresh=fresh)
 
     @staticmethod
     def _parse(
@@ -655,7 +658,8 @@ class Ingestor:
         base_read = base_stored = base_quarantined = 0
         base_unknown: dict[str, int] = {}
         if resume is None:
-            _delete_path(con, key)
+            if prev is not None:  # (a file never stored has no rows: its load is atomic)
+                _delete_path(con, key)
         else:
             # Records past the resume point that were quarantined (a half-written last line)
             # are read again now.
@@ -695,7 +699,7 @@ class Ingestor:
                 for sid in sorted(loader.first_idx):
                     add_documents(con, sid, loader.first_idx[sid])
             if self.analyser is not None:
-                self._analyse_loaded(loader, touched)
+                self._analyse_loaded(loader, touched, fresh=prev is None)
             else:
                 from analytics.analysis.run import refresh_session_stats
 

@@ -275,11 +275,17 @@ class Analyser:
     # -- session level -------------------------------------------------------
 
     def run_session(
-        self, con: duckdb.DuckDBPyConnection, session_id: str, first_changed: int = 0
+        self,
+        con: duckdb.DuckDBPyConnection,
+        session_id: str,
+        first_changed: int = 0,
+        fresh: bool = False,
     ) -> None:
         """Recompute the session-level analysis after the message-level analysis of
         ``msg_idx >= first_changed`` changed: campaigns as a whole, readiness verdicts
-        only for the claims whose evidence window reaches the changed messages."""
+        only for the claims whose evidence window reaches the changed messages.
+        ``fresh``: the session has no session-level rows yet (nothing to delete: each
+        delete scans its table, which a first ingest of many files pays for every file)."""
         refresh_session_stats(con, session_id)
         self._diff_launches(con, session_id)
         from analytics.analysis.readiness import claims_affected_from
@@ -288,12 +294,13 @@ class Analyser:
         claims_from = claims_affected_from(first_changed)
         with timed("session analysis"):
             result = analyse_session(load_session_frames(con, session_id), claims_from)
-        for table in ("campaigns", "levers"):
-            con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
-        con.execute(
-            "DELETE FROM readiness_claims WHERE session_id = ? AND msg_idx >= ?",
-            [session_id, claims_from],
-        )
+        if not fresh:
+            for table in ("campaigns", "levers"):
+                con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
+            con.execute(
+                "DELETE FROM readiness_claims WHERE session_id = ? AND msg_idx >= ?",
+                [session_id, claims_from],
+            )
         append(con, "campaigns", result.campaigns)
         append(con, "levers", result.levers)
         append(con, "readiness_claims", result.claims)
