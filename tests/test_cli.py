@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -70,6 +71,28 @@ def test_bad_format_option_is_a_usage_error(tmp_path: Path) -> None:
                cwd=tmp_path)
     assert res.returncode == 2
     assert "aider" in res.stderr and "transcript_text" in res.stderr
+
+
+def test_workers_option(tmp_path: Path) -> None:
+    """``--workers 0`` is a usage error; ``--workers 2`` ingests the samples through a pool
+    and stores what one process does."""
+    from analytics.samples_path import samples_dir
+
+    res = _run("ingest", str(tmp_path), "--workers", "0", "--db", str(tmp_path / "t.duckdb"),
+               cwd=tmp_path)
+    assert res.returncode == 2 and "--workers" in res.stderr
+    counts = []
+    for workers in ("1", "2"):
+        db = tmp_path / f"w{workers}.duckdb"
+        res = _run("ingest", str(samples_dir()), "--workers", workers, "--db", str(db),
+                   cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        con = duckdb.connect(str(db), read_only=True)
+        counts.append(con.execute(
+            "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tags), "
+            "(SELECT count(*) FROM readiness_claims)").fetchone())
+        con.close()
+    assert counts[0] == counts[1] and counts[0][0] > 300
 
 
 def test_unknown_session_is_one_line(tmp_path: Path) -> None:
