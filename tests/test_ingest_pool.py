@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,8 @@ def test_a_failed_worker_leaves_its_files_to_the_main_process(
     def failing(ingestor: object, outside: object, threads: int, db: Path) -> object:
         if db.name.startswith("worker-1-"):
             raise RuntimeError("no room")
+        if db.name == "worker-0-0.duckdb":
+            time.sleep(1.0)  # (so that worker 1 surely takes a file, and fails)
         return real(ingestor, outside, threads, db)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ingest_pool, "GENERATION_MESSAGES", 1)  # a database per file
