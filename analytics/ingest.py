@@ -1,7 +1,9 @@
 """The pipeline: source files -> parsers -> records -> analysers -> DuckDB.
 
 One transaction per file: a reader never sees a half-ingested file, and a
-crash mid-file leaves the database as it was before that file.
+crash mid-file leaves the database as it was before that file. (New files
+ingested by a pool of worker processes, ``ingest_pool.py``, come in one
+transaction per worker database: whole files still.)
 """
 
 from __future__ import annotations
