@@ -181,6 +181,40 @@ def test_pool_size(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pool_size(_jobs(*[mb] * 10), None) == 0
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_containers_cpu_quota_and_memory_limit_bound_the_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
+    """A container sees the host's cores and memory; its cgroup says what it may use."""
+    monkeypatch.setattr(ingest_pool, "CGROUP", tmp_path)
+    monkeypatch.setattr(ingest_pool.os, "sched_getaffinity", lambda _: set(range(8)))
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 16777216 kB\nMemAvailable: 8388608 kB\n")  # 8 GiB
+    monkeypatch.setattr(ingest_pool, "MEMINFO", meminfo)
+    assert ingest_pool._cores() == 8  # no cgroup files: the host's
+    assert ingest_pool._available_mib() == 8 * 1024
+    gib = 2**30
+    files = {  # a quota of 2.5 cores; 5 GiB of which 1 GiB used
+        2: {"cpu.max": "250000 100000", "memory.max": str(5 * gib),
+            "memory.current": str(gib)},
+        1: {"cpu/cpu.cfs_quota_us": "250000", "cpu/cpu.cfs_period_us": "100000",
+            "memory/memory.limit_in_bytes": str(5 * gib),
+            "memory/memory.usage_in_bytes": str(gib)},
+    }[version]
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text + "\n")
+    assert ingest_pool._cores() == 3
+    assert ingest_pool._available_mib() == 4 * 1024
+    mb = 2**20
+    assert pool_size(_jobs(*[mb] * 10), None) == 3
+    if version == 2:  # no limits written as such
+        (tmp_path / "cpu.max").write_text("max 100000\n")
+        (tmp_path / "memory.max").write_text("max\n")
+        assert ingest_pool._cores() == 8
+        assert ingest_pool._available_mib() == 8 * 1024
+
+
 def test_a_pool_folder_is_the_ingests_own_and_a_dead_ones_goes(tmp_path: Path) -> None:
     db = str(tmp_path / "t.duckdb")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
