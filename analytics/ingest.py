@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
+from analytics import machine
 from analytics.errors import AnalyticsError, DatabaseLockedError
 from analytics.gcpause import no_cyclic_gc
 from analytics.ingest_pool import Job, merge, pool_folder, pool_size, run_pool
@@ -930,7 +931,7 @@ def _ingest_in_pool(
     outside = dict(con.execute("SELECT session_id, source_path FROM sessions").fetchall())
     written = _written(con)
     con.close()  # (no DuckDB threads in the parent when it forks)
-    threads = max(1, len(os.sched_getaffinity(0)) // n_workers)
+    threads = max(1, machine.cores() // n_workers)
     folder = pool_folder(db_path)
     try:
         pool, done = run_pool(

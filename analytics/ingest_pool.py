@@ -47,6 +47,7 @@ from typing import Any, cast
 
 import duckdb
 
+from analytics import machine
 from analytics.store.db import sql_string
 from analytics.timing import PEAK_RSS_MIB, TIMINGS, timed
 
@@ -121,55 +122,8 @@ def pool_size(jobs: list[Job], requested: int | None) -> int:
     total = sum(j.size for j in jobs)
     if total < MIN_BYTES or max(j.size for j in jobs) > MAX_SHARE * total:
         return 0
-    n = min(_cores(), len(jobs), _available_mib() // WORKER_MIB)
+    n = min(machine.cores(), len(jobs), machine.available_mib() // WORKER_MIB)
     return n if n >= 2 else 0
-
-
-CGROUP = Path("/sys/fs/cgroup")
-"""Where a container's limits are read (cgroup v2 files at its root, v1 in cpu/ and memory/):
-a container sees the host's cores and memory in ``sched_getaffinity`` and ``/proc/meminfo``,
-and a worker per host core could exceed its CPU quota and memory limit."""
-
-
-MEMINFO = Path("/proc/meminfo")
-
-
-def _cores() -> int:
-    """The cores this process may use: its CPU affinity, within a cgroup's CPU quota."""
-    cores = len(os.sched_getaffinity(0))
-    quota = _read(CGROUP / "cpu.max").split()  # v2: "max 100000" or "200000 100000"
-    if len(quota) != 2:
-        quota = [_read(CGROUP / "cpu" / "cpu.cfs_quota_us"),  # v1: -1 for none
-                 _read(CGROUP / "cpu" / "cpu.cfs_period_us")]
-    try:
-        limit, period = int(quota[0]), int(quota[1])
-    except ValueError:  # "max", or no such files
-        return cores
-    return min(cores, -(-limit // period)) if limit > 0 and period > 0 else cores
-
-
-def _available_mib() -> int:
-    """Memory available to this process: what the kernel says (``MemAvailable``), within a
-    cgroup's memory limit; plenty when neither can be read."""
-    mib = 1 << 20
-    for line in _read(MEMINFO).splitlines():
-        if line.startswith("MemAvailable:"):
-            mib = int(line.split()[1]) // 1024
-    for limit, used in ((CGROUP / "memory.max", CGROUP / "memory.current"),
-                        (CGROUP / "memory" / "memory.limit_in_bytes",
-                         CGROUP / "memory" / "memory.usage_in_bytes")):
-        try:
-            mib = min(mib, max(0, int(_read(limit)) - int(_read(used))) // 2**20)
-        except ValueError:  # "max" (no limit), or no such files
-            continue
-    return mib
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
 
 
 def pool_folder(db_path: str) -> Path:

@@ -13,7 +13,7 @@ import pytest
 from _samples import SHARED_SAMPLES, all_tables, table_rows
 
 import analytics.ingest as ingest_module
-from analytics import ingest_pool
+from analytics import ingest_pool, machine
 from analytics.ingest import _delete_path, ingest
 from analytics.ingest_pool import MERGED_TABLES, NOT_MERGED, Job, _Worker, merge, pool_size
 from analytics.samples_path import sample_inputs
@@ -172,9 +172,9 @@ def test_pool_size(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pool_size(_jobs(1, 1), 2) == 2  # asked for
     assert pool_size(_jobs(1, 1), 8) == 2
     assert pool_size(_jobs(*[mb] * 10), 1) == 0
-    monkeypatch.setattr(ingest_pool, "_available_mib", lambda: 3 * ingest_pool.WORKER_MIB)
+    monkeypatch.setattr(machine, "available_mib", lambda: 3 * ingest_pool.WORKER_MIB)
     assert pool_size(_jobs(*[mb] * 10), None) == 3  # as many as the memory holds
-    monkeypatch.setattr(ingest_pool, "_available_mib", lambda: ingest_pool.WORKER_MIB)
+    monkeypatch.setattr(machine, "available_mib", lambda: ingest_pool.WORKER_MIB)
     assert pool_size(_jobs(*[mb] * 10), None) == 0
     assert pool_size(_jobs(*[mb] * 10), 2) == 2  # asked for
     monkeypatch.setattr(ingest_pool.os, "sched_getaffinity", lambda _: {0})
@@ -186,13 +186,13 @@ def test_a_containers_cpu_quota_and_memory_limit_bound_the_pool(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
 ) -> None:
     """A container sees the host's cores and memory; its cgroup says what it may use."""
-    monkeypatch.setattr(ingest_pool, "CGROUP", tmp_path)
+    monkeypatch.setattr(machine, "CGROUP", tmp_path)
     monkeypatch.setattr(ingest_pool.os, "sched_getaffinity", lambda _: set(range(8)))
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 16777216 kB\nMemAvailable: 8388608 kB\n")  # 8 GiB
-    monkeypatch.setattr(ingest_pool, "MEMINFO", meminfo)
-    assert ingest_pool._cores() == 8  # no cgroup files: the host's
-    assert ingest_pool._available_mib() == 8 * 1024
+    monkeypatch.setattr(machine, "MEMINFO", meminfo)
+    assert machine.cores() == 8  # no cgroup files: the host's
+    assert machine.available_mib() == 8 * 1024
     gib = 2**30
     files = {  # a quota of 2.5 cores; 5 GiB of which 1 GiB used
         2: {"cpu.max": "250000 100000", "memory.max": str(5 * gib),
@@ -204,15 +204,15 @@ def test_a_containers_cpu_quota_and_memory_limit_bound_the_pool(
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text + "\n")
-    assert ingest_pool._cores() == 3
-    assert ingest_pool._available_mib() == 4 * 1024
+    assert machine.cores() == 3
+    assert machine.available_mib() == 4 * 1024
     mb = 2**20
     assert pool_size(_jobs(*[mb] * 10), None) == 3
     if version == 2:  # no limits written as such
         (tmp_path / "cpu.max").write_text("max 100000\n")
         (tmp_path / "memory.max").write_text("max\n")
-        assert ingest_pool._cores() == 8
-        assert ingest_pool._available_mib() == 8 * 1024
+        assert machine.cores() == 8
+        assert machine.available_mib() == 8 * 1024
 
 
 def test_a_pool_folder_is_the_ingests_own_and_a_dead_ones_goes(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from analytics import machine
 from analytics.models import Tag
 
 ENV_SWITCH = "TRANSCRIPTS_TAG_WORKER"
@@ -78,12 +79,13 @@ def start(tag: TagJob, prepare: Callable[[], object] | None = None) -> TagWorker
 
 
 def available() -> bool:
-    """A worker can help: Linux (``fork``), two or more cores to run on, not switched off,
-    and this process small enough to fork (see ``MAX_PARENT_RSS_MIB``)."""
+    """A worker can help: Linux (``fork``), two or more cores to run on (within a container's
+    CPU quota), not switched off, and this process small enough to fork (see
+    ``MAX_PARENT_RSS_MIB``)."""
     return (
         os.environ.get(ENV_SWITCH, "1") != "0"
         and sys.platform.startswith("linux")
-        and len(os.sched_getaffinity(0)) >= 2
+        and machine.cores() >= 2
         and _rss_mib() <= MAX_PARENT_RSS_MIB
     )
 

@@ -1,0 +1,55 @@
+"""What this machine lets the ingest use: cores and memory, within a container's limits.
+
+A container sees the host's cores in ``sched_getaffinity`` and the host's memory in
+``/proc/meminfo``; its cgroup says what it may use (v2 files at the cgroup root, v1 in
+``cpu/`` and ``memory/``). A worker process per host core could exceed its CPU quota and
+its memory limit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CGROUP = Path("/sys/fs/cgroup")
+"""Where a container's limits are read."""
+MEMINFO = Path("/proc/meminfo")
+
+
+def cores() -> int:
+    """The cores this process may use: its CPU affinity, within a cgroup's CPU quota."""
+    affinity = getattr(os, "sched_getaffinity", None)  # (Linux only)
+    n = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    quota = _read(CGROUP / "cpu.max").split()  # v2: "max 100000" or "200000 100000"
+    if len(quota) != 2:
+        quota = [_read(CGROUP / "cpu" / "cpu.cfs_quota_us"),  # v1: -1 for none
+                 _read(CGROUP / "cpu" / "cpu.cfs_period_us")]
+    try:
+        limit, period = int(quota[0]), int(quota[1])
+    except ValueError:  # "max", or no such files
+        return n
+    return min(n, -(-limit // period)) if limit > 0 and period > 0 else n
+
+
+def available_mib() -> int:
+    """Memory available to this process: what the kernel says (``MemAvailable``), within a
+    cgroup's memory limit; plenty when neither can be read."""
+    mib = 1 << 20
+    for line in _read(MEMINFO).splitlines():
+        if line.startswith("MemAvailable:"):
+            mib = int(line.split()[1]) // 1024
+    for limit, used in ((CGROUP / "memory.max", CGROUP / "memory.current"),
+                        (CGROUP / "memory" / "memory.limit_in_bytes",
+                         CGROUP / "memory" / "memory.usage_in_bytes")):
+        try:
+            mib = min(mib, max(0, int(_read(limit)) - int(_read(used))) // 2**20)
+        except ValueError:  # "max" (no limit), or no such files
+            continue
+    return mib
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
