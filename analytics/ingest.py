@@ -876,7 +876,8 @@ def ingest(
             for unit, chosen, error in units
         ]
         ticked: set[int] = set()
-        jobs = _new_units(con, units, results) if db_path != ":memory:" else []
+        pool_possible = workers != 1 and db_path != ":memory:"  # (no stat of every unit else)
+        jobs = _new_units(con, units, results) if pool_possible else []
         n_workers = pool_size(jobs, workers)
         if n_workers:
             done, ticked = _ingest_in_pool(ingestor, db_path, wait_s, jobs, n_workers, progress)

@@ -364,18 +364,8 @@ def _copy(con: duckdb.DuckDBPyConnection, db: Path) -> None:
     try:
         con.execute("BEGIN TRANSACTION")
         try:
-            for table in MERGED_TABLES:
-                columns = ", ".join(
-                    r[0] for r in con.execute(
-                        "SELECT column_name FROM information_schema.columns WHERE "
-                        f"table_catalog = current_database() AND table_schema = 'main' AND "
-                        f"table_name = {sql_string(table)} ORDER BY ordinal_position"
-                    ).fetchall()
-                )
-                con.execute(
-                    f"INSERT INTO main.{table} ({columns}) "
-                    f"SELECT {columns} FROM {alias}.main.{table}"
-                )
+            for table in MERGED_TABLES:  # (the same migrations made both: same columns)
+                con.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {alias}.main.{table}")
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
