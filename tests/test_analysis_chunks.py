@@ -3,6 +3,7 @@ nothing in what is found."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
 from pathlib import Path
@@ -249,6 +250,36 @@ def test_small_chunks_with_and_without_the_worker(
         assert chunked["worker"][table] == expected[table], table
         assert chunked["serial"][table] == expected[table], table
 
+
+
+@needs_worker
+def test_a_session_without_calls_tagged_in_the_worker_keeps_its_tooling_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every chunk tagged in the worker (the call analysers read only the messages with
+    calls, here none): the same ``analysis_state`` as when each chunk is tagged here."""
+    session = tmp_path / "chat.jsonl"
+    session.write_text("".join(
+        json.dumps({
+            "type": role, "uuid": f"u{i}", "parentUuid": f"u{i - 1}" if i else None,
+            "sessionId": "chat", "timestamp": f"2026-05-14T12:00:{i:02d}Z",
+            "message": {"role": role, "content": "ok?" if role == "user" else [
+                {"type": "text", "text": "Still reading the code."}]},
+        }) + "\n"
+        for i, role in enumerate(["user", "assistant"] * 20)
+    ))
+    monkeypatch.setattr(run, "CHUNK", 7)
+    monkeypatch.setattr(run.MessageRun, "WORKER_BACKLOG", 100)  # the worker gets every chunk
+    monkeypatch.setattr(run.MessageRun, "STREAM_BACKLOG", 100)
+    submitted = submitted_jobs(monkeypatch)
+    states = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv(tag_worker.ENV_SWITCH, switch)
+        db = tmp_path / f"w{switch}.duckdb"
+        assert not ingest([session], db=db, build_index=False).errors
+        states[switch] = table_rows(db, ["analysis_state"])
+    assert len(submitted) == 6  # (40 messages, 7 a chunk)
+    assert states["1"] == states["0"] and states["0"]["analysis_state"]
 
 @needs_worker
 def test_worker_failure_falls_back_to_tagging_here(

@@ -84,14 +84,16 @@ class _Chunk:
     """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them."""
     outputs: MessageOutputs = field(default_factory=MessageOutputs)
 
-    def tag_here(self, tagger: Tagger) -> None:
-        """Tag the chunk in this process (no worker, or it failed)."""
+    def tag_here(self, tagger: Tagger) -> list[MessageContext]:
+        """Tag the chunk in this process (no worker, or it failed); returns its contexts."""
         assert self.tables is not None and self.before is not None
+        with timed("load contexts"):
+            contexts = contexts_from_tables(self.tables)
+            before = contexts_from_tables(self.before)
         with timed("tagging"):
-            self.tags = tag_in_context(
-                tagger, contexts_from_tables(self.tables), contexts_from_tables(self.before)
-            )
+            self.tags = tag_in_context(tagger, contexts, before)
         self.tables = self.before = None
+        return contexts
 
 
 def tag_in_context(
@@ -437,13 +439,10 @@ class MessageRun:
                 elif worker is not None and not worker.gone and worker.outstanding < backlog:
                     worker.submit(pack(*self.before, *tables))
                 else:  # no worker, or it has enough to do: tag this chunk here
-                    with timed("load contexts"):
-                        contexts = contexts_from_tables(tables)
-                        before = contexts_from_tables(self.before)
-                    with timed("tagging"):
-                        chunk.tags = tag_in_context(analyser.tagger, contexts, before)
-                    chunk.tables = chunk.before = None
+                    contexts = chunk.tag_here(analyser.tagger)
                 if contexts is None:  # the polling and tooling analysers read only these
+                    if indices:  # the session's extractor, whose state is saved, all the same
+                        analyser._extractor(self.session_id)  # (a session without calls too)
                     with timed("load contexts"):
                         contexts = contexts_from_tables(with_calls(tables))
                 chunk.outputs = analyser._analyse_calls(contexts)

@@ -181,7 +181,7 @@ class Tagger:
         quoted: list[_Regions | None],
     ) -> list[Tag]:
         """``diagnosis`` from the classifier for assistant messages the rules did not tag:
-        score = calibrated probability of the best prefiltered sentence. ``texts``: the
+        score = calibrated probability of the best candidate sentence. ``texts``: the
         ``prose`` of each message of ``batch``; ``quoted``: their ``quoted_regions`` where
         ``_prose_hits`` found them (None elsewhere)."""
         if self.diagnosis is None:
