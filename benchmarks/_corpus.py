@@ -77,11 +77,14 @@ def records(n: int, seed: int = 7, session: str = "bench-0000-0000-0000-00000000
         yield env
 
 
-def write_corpus(path: Path, n: int, seed: int = 7, start: int = 0) -> int:
+def write_corpus(
+    path: Path, n: int, seed: int = 7, start: int = 0,
+    session: str = "bench-0000-0000-0000-000000000000",
+) -> int:
     mode = "a" if start else "w"
     count = 0
     with path.open(mode) as f:
-        for i, rec in enumerate(records(n + start, seed)):
+        for i, rec in enumerate(records(n + start, seed, session)):
             if i < start:
                 continue
             f.write(json.dumps(rec) + "\n")

@@ -26,22 +26,18 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _corpus import records  # noqa: E402
+from _corpus import write_corpus  # noqa: E402
 
 
 def write_sessions(root: Path, sessions: int, per_session: int) -> int:
     """The sessions, one JSONL file each; returns the bytes written."""
-    import json
-
     total = 0
     for k in range(sessions):
         sid = f"{k:08x}-0000-4000-8000-{k:012x}"
         folder = root / f"-root-project-{k % 10}"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{sid}.jsonl"
-        with path.open("w") as f:
-            for rec in records(per_session, seed=100 + k, session=sid):
-                f.write(json.dumps(rec) + "\n")
+        write_corpus(path, per_session, seed=100 + k, session=sid)
         total += path.stat().st_size
     return total
 

@@ -306,17 +306,26 @@ def test_documents_are_copied_in_batches_as_in_one_statement(
         _write(tmp_path / f"s{k}.jsonl", lines)
     db = tmp_path / "t.duckdb"
     ingest([tmp_path], db=db, build_index=False)
+    one_statement = tmp_path / "one.duckdb"
+    shutil.copy(db, one_statement)
+
+    def copied(path: Path) -> list[tuple[object, ...]]:
+        with duckdb.connect(str(path)) as con:
+            search_module._materialise(con)
+            assert con.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
+            return con.execute(
+                "SELECT doc_id, session_id, msg_idx, kind, body FROM search_docs ORDER BY doc_id"
+            ).fetchall()
+
+    expected = copied(one_statement)  # (one batch: neither limit is reached)
     monkeypatch.setattr(search_module, "COPY_BATCH", batch)
     monkeypatch.setattr(search_module, "BATCH_SESSIONS", sessions_per_batch)
     with duckdb.connect(str(db)) as con:
         batches = search_module._batches(con)
-        assert sum(len(b) for b in batches) == 2 * -(-23 // min(batch, 23))
-        assert all(len(b) <= sessions_per_batch for b in batches)
-        search_module._materialise(con)
-        docs = con.execute(
-            "SELECT doc_id, session_id, msg_idx, kind, body FROM search_docs ORDER BY doc_id"
-        ).fetchall()
-        assert con.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
+    assert sum(len(b) for b in batches) == 2 * -(-23 // min(batch, 23))
+    assert all(len(b) <= sessions_per_batch for b in batches)
+    docs = copied(db)
+    assert docs == expected
     assert [d[0] for d in docs] == list(range(1, len(docs) + 1))
     assert [d[1:4] for d in docs] == sorted(d[1:4] for d in docs)
     assert len(docs) == 46 and len({d[1] for d in docs}) == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,6 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from analytics.store.db import sql_string
-
-# table -> (columns, {column: extractor}) ; extractors default to getattr(record, column)
-Extractor = Callable[[Any], Any]
 
 
 def _json(value: Any) -> str | None:
@@ -89,14 +86,16 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
 }
 
 
-def _column(rows: Sequence[Any], col: str) -> list[Any]:
+_DERIVED = {"n_chars", "duration_s"} | JSON_COLUMNS
+"""Columns not read from a record's fields as they are (see ``_derived``)."""
+
+
+def _derived(rows: Sequence[Any], col: str) -> list[Any]:
     if col == "n_chars":
         return [len(r.text or "") for r in rows]
     if col == "duration_s":
         return [r.duration_s for r in rows]
-    if col in JSON_COLUMNS:
-        return [_json(getattr(r, col, None)) for r in rows]
-    return [getattr(r, col, None) for r in rows]
+    return [_json(getattr(r, col, None)) for r in rows]
 
 
 def to_arrow(table: str, rows: Sequence[Any], extra: dict[str, Any] | None = None) -> pa.Table:
@@ -104,14 +103,13 @@ def to_arrow(table: str, rows: Sequence[Any], extra: dict[str, Any] | None = Non
     by Arrow in one call each (a third faster than ``Table.from_pylist`` of the dicts)."""
     cols = TABLE_COLUMNS[table]
     schema = pa.schema([pa.field(c, _ARROW_TYPES.get(c, pa.string())) for c in cols])
-    first = rows[0]
-    dicts = [r.__dict__ for r in rows] if isinstance(first, BaseModel) else [vars(r) for r in rows]
+    dicts = [vars(r) for r in rows]
     arrays = []
     for c in cols:
         if extra and c in extra:
             values = [extra[c]] * len(rows)
-        elif c in ("n_chars", "duration_s") or c in JSON_COLUMNS:
-            values = _column(rows, c)
+        elif c in _DERIVED:
+            values = _derived(rows, c)
         else:
             values = [d.get(c) for d in dicts]
         arrays.append(pa.array(values, type=schema.field(c).type))
@@ -136,12 +134,8 @@ def append(
     return len(rows)
 
 
-def _insert_from(con: duckdb.DuckDBPyConnection, table: str, source: str) -> None:
-    """Insert the table's columns from ``source`` (a relation with those columns)."""
-    con.execute(_insert_sql(table, source))
-
-
 def _insert_sql(table: str, source: str) -> str:
+    """The statement inserting the table's columns from ``source`` (a relation with them)."""
     cols = ", ".join(TABLE_COLUMNS[table])
     return f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {source}"
 
@@ -197,14 +191,15 @@ class Staging:
         self._written()
         for table, writer in self._writers.items():
             writer.close()
-            _insert_from(con, table, f"read_parquet({sql_string(self.dir / f'{table}.parquet')})")
+            parquet = f"read_parquet({sql_string(self.dir / f'{table}.parquet')})"
+            con.execute(_insert_sql(table, parquet))
         self._writers = {}
 
     def close(self) -> None:
-        for f in self._out:  # (a failed file: its writes' errors are not the ones to raise)
-            f.exception()
+        # (a failed file: its writes still queued are dropped, and their errors, not the
+        # ones to raise, with them)
+        self._pool.shutdown(cancel_futures=True)
         self._out.clear()
-        self._pool.shutdown()
         for writer in self._writers.values():
             # (files about to be removed: a writer that failed must not hide why it failed)
             with contextlib.suppress(Exception):
