@@ -29,7 +29,14 @@ import orjson
 from analytics import machine
 from analytics.errors import AnalyticsError, DatabaseLockedError
 from analytics.gcpause import no_cyclic_gc
-from analytics.ingest_pool import Job, merge, pool_folder, pool_size, run_pool
+from analytics.ingest_pool import (
+    Job,
+    merge,
+    pool_folder,
+    pool_size,
+    remove_dead_pool_folders,
+    run_pool,
+)
 from analytics.models import (
     Ledger,
     Message,
@@ -870,6 +877,8 @@ def ingest(
             con, fmt, redact, Path(rules) if rules else None, analyse, reanalyse,
             staging_dir=_staging_dir(db_path), loaded=warm,
         )
+        if db_path != ":memory:":  # (a killed ingest's worker databases, as its staging)
+            remove_dead_pool_folders(db_path)
         units = list(iter_units([Path(p) for p in paths], fmt))
         results: list[FileResult | None] = [
             FileResult(str(unit), None, "error", error=error) if error or chosen is None else None

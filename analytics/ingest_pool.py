@@ -128,13 +128,17 @@ def pool_size(jobs: list[Job], requested: int | None) -> int:
 
 def pool_folder(db_path: str) -> Path:
     """Where this process's workers keep their databases: beside the database, one folder
-    per ingest process (another ingest must not remove it while it is used); the folders of
-    ingests that are gone (killed) are removed here."""
+    per ingest process (another ingest must not remove it while it is used)."""
+    return Path(f"{db_path}.pool-{os.getpid()}")
+
+
+def remove_dead_pool_folders(db_path: str) -> None:
+    """Remove the pool folders of ingests that are gone (killed): every ingest of the
+    database does, whether it uses a pool or not."""
     for old in Path(db_path).parent.glob(Path(db_path).name + ".pool-*"):
         pid = old.name.rsplit("-", 1)[1]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
-    return Path(f"{db_path}.pool-{os.getpid()}")
 
 
 def _alive(pid: int) -> bool:

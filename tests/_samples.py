@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -11,6 +10,7 @@ from types import ModuleType
 import duckdb
 import pytest
 
+from analytics import machine
 from analytics.models import Ledger, ParsedItem, Resume
 
 SHARED_SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
@@ -68,8 +68,8 @@ def all_tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
 
 
 needs_worker = pytest.mark.skipif(
-    not (sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) >= 2),
-    reason="a tagging worker needs Linux (fork) and two cores",
+    not (sys.platform.startswith("linux") and machine.cores() >= 2),
+    reason="a tagging worker needs Linux (fork) and two cores (within a CPU quota)",
 )
 """For tests of the tagging worker: the platform and cores only, not ``worker.available()``
 (which also reads the environment switch and this process's size, and would skip silently)."""

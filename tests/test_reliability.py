@@ -79,6 +79,7 @@ def test_sigkill_mid_ingest_leaves_no_partial_file(tmp_path: Path, workers: str)
                 assert read == stored == n_messages == 400  # whole files only
         subprocess.run([sys.executable, "-c", INGEST, str(src), str(db)], check=True)
         assert _snapshot(db)["files"] == clean["files"]
+        assert not list(tmp_path.glob(f"{db.name}.pool-*"))  # (the rerun removed them)
 
 
 def _no_workers_left(db: Path) -> None:
