@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analytics.analysis.literals import literal_trie
+from analytics.analysis.literals import AnyLiteral, literal_trie
 from analytics.analysis.tagging import triggers
 from analytics.analysis.tagging.components import (
     _QUOTE_MARKS,
@@ -54,6 +54,16 @@ def test_literal_trie_finds_any_word(words: set[str], text: str) -> None:
     assert (found is not None) == any(w in text for w in words)
     if found is not None:
         assert found.start() == min(text.find(w) for w in words if w in text)
+
+
+LITERALS = ["rror", "error", "exit", "ex", "x", "dead", "Fatal", "fatal", "[a", "a b", "é", "ab", "b", ""]
+
+
+@given(st.sets(st.sampled_from(LITERALS), max_size=6),
+       st.lists(st.sampled_from(LITERALS + PIECES), max_size=30).map("".join) | st.text(max_size=60))
+@settings(max_examples=400, deadline=None)
+def test_any_literal_finds_whether_any_word_occurs(words: set[str], text: str) -> None:
+    assert AnyLiteral(words).found_in(text) == any(w in text for w in words)
 
 
 @given(texts)

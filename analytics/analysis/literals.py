@@ -6,8 +6,21 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+COMMON_CHARS = (
+    " etaoinsrhldcum0123456789.:,/-_=pfgwybv()[]'\"kxjqz"
+    "ETAOINSRHLDCUMPFGWYBVKXJQZ"
+)
+"""Characters from most to least common in logs and prose (English letter frequencies, digits
+and separators among the common ones); any character not listed counts as rarer than all.
+Only speed depends on this order, never what is found."""
+PLAIN_CHARS = frozenset(COMMON_CHARS[:10])
+"""The characters so common (a tenth of a log or more) that a regex stopping at them is
+slower than a substring test; see :class:`AnyLiteral`."""
+_RANK = {ch: n for n, ch in enumerate(COMMON_CHARS)}
 
 
 def literal_trie(words: set[str] | frozenset[str]) -> str:
@@ -30,6 +43,51 @@ def literal_trie(words: set[str] | frozenset[str]) -> str:
         return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
     return emit(root) if root else "(?!)"
+
+
+def rarity(ch: str) -> int:
+    """How rare ``ch`` is by ``COMMON_CHARS``: higher is rarer."""
+    return _RANK.get(ch, len(_RANK))
+
+
+class AnyLiteral:
+    """Whether any of some literal strings occurs in a text: yes or no, not where.
+
+    ``re`` searches a pattern whose alternatives each open with a literal by skipping, in a
+    C loop, the characters that open none, and calling its matcher at each other one, which
+    costs as much as skipping dozens of characters. A trie of the words as they are opens
+    with common letters (``dead``, ``failed``, ``memory``) and stops at about every third
+    character of a log. Here each word is entered at its rarest character (``rarity``) and
+    checks the characters before it with a lookbehind (``x(?<=ex)it`` for ``exit``): the
+    same texts match, and the engine stops at rare characters only: three fifths of the time
+    on tool outputs. A word made of ``PLAIN_CHARS`` only (``rror``) would still stop it at a tenth of
+    the text: a substring test finds it faster."""
+
+    def __init__(self, words: Iterable[str]) -> None:
+        words = set(words)
+        # Where "Health check failed" occurs, "failed" does: the words that contain no other.
+        kept = {w for w in words if not any(o != w and o in w for o in words)}
+        self.plain = tuple(sorted(w for w in kept if PLAIN_CHARS.issuperset(w)))
+        self.regex = re.compile(_rare_first(kept.difference(self.plain)))
+
+    def found_in(self, text: str) -> bool:
+        # A plain loop, not any(<genexpr>): no generator per call (many texts are short).
+        for word in self.plain:
+            if word in text:
+                return True
+        return self.regex.search(text) is not None
+
+
+def _rare_first(words: set[str]) -> str:
+    """A regex (source) that matches in a text where any of ``words`` (none empty) occurs,
+    every alternative opening with the word's rarest character (the earliest one on ties)."""
+    rests: dict[str, list[str]] = {}
+    for word in words:
+        k = max(range(len(word)), key=lambda i: (rarity(word[i]), -i))
+        behind = f"(?<={re.escape(word[: k + 1])})" if k else ""
+        rests.setdefault(word[k], []).append(behind + re.escape(word[k + 1 :]))
+    alts = [re.escape(ch) + "(?:" + "|".join(sorted(r)) + ")" for ch, r in sorted(rests.items())]
+    return "|".join(alts) if alts else "(?!)"
 
 
 # --------------------------------------------------------------------------- literal gates

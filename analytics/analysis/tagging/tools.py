@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analytics.analysis.literals import literal_trie
+from analytics.analysis.literals import AnyLiteral
 from analytics.analysis.tagging.components import PATTERNS_DIR, RuleError, read_jsonl
 from analytics.analysis.tagging.polling import shell_tool
 from analytics.analysis.tagging.shell import core_words, inner_command, parse_shell
@@ -106,15 +106,15 @@ class ToolRules:
         for where, rx, needs in self.markers:
             self._markers_at.setdefault(where, []).append((rx, needs))
         self._marker_gate = {w: _any_of(ms) for w, ms in self._markers_at.items()}
-        """where -> one regex over every marker's ``needs`` (None: a marker has none): no hit, no marker."""
+        """where -> every marker's ``needs`` (None: a marker has none): none found, no marker."""
         self._needs_gate = {
-            on: _any_literal({n for r in rules for n in r.needs}) for on, rules in self._by_on.items()
+            on: AnyLiteral(n for r in rules for n in r.needs) for on, rules in self._by_on.items()
         }
-        """on -> one regex over the ``needs`` of its rules: no hit, none of those rules can match."""
+        """on -> the ``needs`` of its rules: none found, none of those rules can match."""
         shared = {n for w in SHARED_GATE_MARKERS for _, needs in self._markers_at.get(w, []) for n in needs}
         shared |= {n for on in SHARED_GATE_RULES for r in self._by_on.get(on, []) for n in r.needs}
-        self._shared_gate = _any_literal(shared)
-        """One regex over every ``needs`` of the markers and rules that read the same texts:
+        self._shared_gate = AnyLiteral(shared)
+        """Every ``needs`` of the markers and rules that read the same texts:
         a text without a hit is read once instead of once per place (``_quiet``)."""
         self._recent: list[tuple[str, bool]] = []
         self._command_cache: dict[tuple[str, bool], list[Hit]] = {}
@@ -126,7 +126,7 @@ class ToolRules:
         for seen, quiet in self._recent:
             if seen is text or seen == text:
                 return quiet
-        quiet = not any(self._shared_gate.search(seg) for _, seg in _output_segments(text))
+        quiet = not any(self._shared_gate.found_in(seg) for _, seg in _output_segments(text))
         self._recent = [(text, quiet), *self._recent[: RECENT_TEXTS - 1]]
         return quiet
 
@@ -143,7 +143,7 @@ class ToolRules:
         else:
             segments = [(0, text)]
         markers = self._markers_at.get(where, [])
-        if gate is not None and not any(gate.search(seg) for _, seg in segments):
+        if gate is not None and not any(gate.found_in(seg) for _, seg in segments):
             return None
         for rx, needs in markers:
             for offset, segment in segments:
@@ -213,7 +213,7 @@ class ToolRules:
             for k, (offset, segment) in enumerate(segments):
                 if rule.needs:
                     if needy[k] is None:
-                        needy[k] = gate is None or gate.search(segment) is not None
+                        needy[k] = gate is None or gate.found_in(segment)
                     if not needy[k] or not any(n in segment for n in rule.needs):
                         continue
                 m = rule.regex.search(segment)
@@ -234,18 +234,10 @@ def _output_segments(text: str) -> list[tuple[int, str]]:
     return [(0, text)]
 
 
-def _any_of(markers: list[tuple[re.Pattern[str], tuple[str, ...]]]) -> re.Pattern[str] | None:
+def _any_of(markers: list[tuple[re.Pattern[str], tuple[str, ...]]]) -> AnyLiteral | None:
     if not all(needs for _, needs in markers):
         return None
-    return _any_literal({n for _, needs in markers for n in needs})
-
-
-def _any_literal(words: set[str]) -> re.Pattern[str]:
-    """A regex that finds whether any of ``words`` occurs, over the words that contain no
-    other (where "Health check failed" occurs, "failed" does): fewer first characters for
-    the engine to stop at, a sixth faster on logs."""
-    kept = {w for w in words if not any(o != w and o in w for o in words)}
-    return re.compile(literal_trie(kept))
+    return AnyLiteral(n for _, needs in markers for n in needs)
 
 
 def _locate(rule: RegexRule, matched: str, command: str) -> Hit:

@@ -13,19 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from analytics.analysis.literals import literal_trie
+from analytics.analysis.literals import literal_trie, rarity
 
-COMMON_CHARS = (
-    " etaoinsrhldcum0123456789.:,/-_=pfgwybv()[]'\"kxjqz"
-    "ETAOINSRHLDCUMPFGWYBVKXJQZ"
-)
-"""Characters from most to least common in logs and prose (English letter frequencies, digits
-and separators among the common ones); any character not listed counts as rarer than all.
-Only speed depends on this order, never what is found."""
 MIN_ANCHOR = 6
 """Pieces at least this long (or the whole needle): a short piece would often be a false hit."""
-
-_RANK = {ch: n for n, ch in enumerate(COMMON_CHARS)}
 
 
 def rare_anchor(needle: str) -> str:
@@ -35,7 +26,7 @@ def rare_anchor(needle: str) -> str:
         return needle
     rarest = max(
         range(len(needle) - MIN_ANCHOR + 1),
-        key=lambda k: (_RANK.get(needle[k], len(_RANK)), -k),
+        key=lambda k: (rarity(needle[k]), -k),
     )
     return needle[rarest:]
 
