@@ -59,3 +59,14 @@ def test_guard_keeps_every_redaction_of_the_fixture_texts() -> None:
         'curl -H "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123"',
     ]:
         assert redactor.find(text), text
+
+
+def test_a_text_seen_again_is_redacted_as_before() -> None:
+    redactor = Redactor()
+    clean = "server log without anything to hide\n" * 10
+    leaky = 'export OPENAI_API_KEY="sk-proj-abcdefghijklmnopqrstuvwxyz012345"\n' + clean
+    for _ in range(3):
+        assert redactor.redact(clean) == (clean, {})
+        assert redactor.redact("".join(list(clean))) == (clean, {})
+        new, counts = redactor.redact(leaky)
+        assert counts == {"openai_key": 1} and "sk-proj-" not in new

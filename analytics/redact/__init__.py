@@ -22,6 +22,7 @@ import hashlib
 import re
 import string
 from bisect import bisect_left
+from collections import deque
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any
@@ -79,6 +80,10 @@ _REACH = 33 * 1024
 """How far past a gate hit its window runs (a private key block may span 32 KiB)."""
 _BACK = 4096
 """How far before a gate hit its window starts (then back to a space or newline)."""
+_RECENT = 8
+"""How many recent secret-free texts ``Redactor.redact`` remembers (see there)."""
+_RECENT_MIN = 128
+"""Shorter texts are not remembered: scanning them costs little more than looking them up."""
 
 
 def placeholder(kind: str, secret: str) -> str:
@@ -126,6 +131,7 @@ class Redactor:
         he = ds["high_entropy"]
         self._he_kind: str = he["kind"]
         self._he_len = (int(he["min_len"]), int(he["max_len"]))
+        self._recent_clean: deque[str] = deque(maxlen=_RECENT)
 
     # detect-secrets takes a quarter of a second to import and most texts never reach its
     # plugins (no gate hits, or none of their trigger words): loaded on first use.
@@ -147,12 +153,19 @@ class Redactor:
         return self._ps.gate.any_hit(text) is not None
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
-        """Return ``text`` with secrets replaced, and the number replaced per kind."""
-        low = self._ps.gate.any_hit(text) if text else None
-        if low is None:
+        """Return ``text`` with secrets replaced, and the number replaced per kind.
+
+        A transcript stores a tool's output twice (on the call and on its result
+        message), often as one string: a long text found free of secrets is remembered
+        for a few calls, and found so again by a comparison instead of a scan.
+        """
+        remember = len(text) >= _RECENT_MIN
+        if remember and text in self._recent_clean:
             return text, {}
-        findings = self._find_gated(text, low)
+        findings = self.find(text) if text else []
         if not findings:
+            if remember:
+                self._recent_clean.append(text)
             return text, {}
         out: list[str] = []
         counts: dict[str, int] = {}
