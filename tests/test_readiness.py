@@ -83,6 +83,29 @@ def test_failing_smoke_before_claim_does_not_support_it() -> None:
     assert claim.verdict != "supported"
 
 
+def test_a_smoke_test_without_output_supports_nothing() -> None:
+    # A NULL output (a call whose result never came) is no output, not the text "nan"
+    # (pandas' null in a column that holds other outputs), which reads as a sane generation.
+    con = duckdb.connect(":memory:")
+    migrate(con)
+    b = SessionBuilder(con, "claude_code:s", "claude_code")
+    i = b.msg("assistant", "Tail.", 2)
+    b.call(i, "tail log", "Uvicorn running on http://0.0.0.0:30000", 2)
+    b.event(i, "server_ready", "The server is fired up and ready to roll!")
+    i = b.msg("assistant", "Benchmark.", 3)
+    b.call(i, "python -m sglang.bench_serving --num-prompts 8", "Starting...", 3)
+    b.tag(i, "benchmark", "bench_serving")
+    i = b.msg("assistant", "Smoke test.", 4)
+    b.call(i, SMOKE_CMD, None, 4)  # type: ignore[arg-type]
+    b.tag(i, "smoke_test", "chat/completions")
+    i = b.msg("assistant", "The server is ready.", 5)
+    b.tag(i, "readiness_claim", "The server is ready.", 0)
+    b.save("s", "m")
+    (claim,) = analyse_session(load_session_frames(con, "claude_code:s")).claims
+    assert claim.verdict == "unverified", claim.reason
+    assert "nan" not in claim.reason
+
+
 def test_judge_check_and_generation_text() -> None:
     assert generation_text(SANE) == "2 + 2 = 4."
     assert judge_check("pytest -q", "12 passed in 0.3s", "tests")[0] is True

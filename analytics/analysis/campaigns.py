@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from analytics.analysis.literals import Gated, lowered
+from analytics.analysis.literals import Gated, lowered, text_of
 from analytics.models import Campaign, Lever
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ def find_goals(messages: pd.DataFrame) -> list[Goal]:
     ):
         if role not in ("user", "assistant"):
             continue
-        text = str(text or "")
+        text = text_of(text)
         if not _DIGIT.search(text):
             continue
         for sentence in sentences(text):
@@ -309,7 +309,7 @@ def _text_events(messages: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
     for row in messages.itertuples(index=False):
         if row.role not in ("user", "assistant"):
             continue
-        text = str(row.text or "")
+        text = text_of(row.text)
         low = lowered(text)
         named = {s.name for s in vocab.levers if s.first_match(text, low) is not None}
         if len(named) >= vocab.recap_min_levers:
@@ -362,7 +362,7 @@ def _command_events(tool_calls: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
     """Env changes in shell commands (``export NCCL_PROTO=LL``) and failures in outputs."""
     events: list[Event] = []
     for row in tool_calls.itertuples(index=False):
-        command = str(row.command or "")
+        command = text_of(row.command)
         for name, value in _ENV_ASSIGN.findall(command):
             for spec in vocab.levers:
                 if spec.matches_flag(f"env:{name}"):
@@ -371,7 +371,7 @@ def _command_events(tool_calls: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
                     )
         if _SEARCH_COMMAND.search(command):
             continue
-        kind = failure_kind(str(row.output or ""))
+        kind = failure_kind(text_of(row.output))
         if kind:
             at = row.result_msg_idx if pd.notna(row.result_msg_idx) else row.msg_idx
             events.append(Event(int(at), 2, "fail", detail=kind))
@@ -385,7 +385,7 @@ def _failure_events(frames: SessionFrames) -> list[Event]:
         events.append(Event(int(msg_idx), 2, "fail", detail="OOM" if event == "oom" else "crash"))
     tags = frames.select("tags", ["msg_idx", "evidence"], {"tag": ["error"]})
     for msg_idx, evidence in zip(tags["msg_idx"].tolist(), tags["evidence"].tolist(), strict=True):
-        kind = failure_kind(str(evidence or "")) or "error"
+        kind = failure_kind(text_of(evidence)) or "error"
         events.append(Event(int(msg_idx), 2, "fail", detail=kind))
     return events
 

@@ -108,6 +108,12 @@ _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 UNLOWERED_FOLDS = ("\u0130", "\u0131", "\u017f")
 
 
+def text_of(value: object) -> str:
+    """A text column's value as read through a DataFrame: a NULL (None, or NaN in a column
+    that holds other texts) is no text, not the string "nan"."""
+    return value if isinstance(value, str) else ""
+
+
 def lowered(text: str) -> str | None:
     """``text`` lowered for the literal tests of :class:`Gated`; None when such a test
     could miss a case-insensitive match (the text holds one of ``UNLOWERED_FOLDS``)."""

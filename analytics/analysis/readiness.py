@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.analysis.degenerate import is_degenerate
-from analytics.analysis.literals import Gated, lowered
+from analytics.analysis.literals import Gated, lowered, text_of
 from analytics.models import ReadinessClaim
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class _Evidence:
         self.calls: list[_Call] = []
         columns = (tc["call_id"].tolist(), tc["command"].tolist(), tc["status"].tolist())
         for m, at, cid, cmd, status in zip(msgs, ats, *columns, strict=True):
-            command = str(cmd or "")
+            command = text_of(cmd)
             if command not in traits:
                 traits[command] = _command_traits(command)
             runs_tests, calls_model = traits[command]
@@ -305,7 +305,7 @@ class _Evidence:
         )
         columns = (rows["msg_idx"].tolist(), rows["call_id"].tolist(), rows["output"].tolist())
         return {
-            key: str(o or "")
+            key: text_of(o)
             for m, c, o in zip(*columns, strict=True)
             if (key := (int(m), str(c))) in wanted
         }
