@@ -685,8 +685,10 @@ class Ingestor:
             if prev["unknown_types"]:
                 base_unknown = dict(orjson.loads(prev["unknown_types"]))
         taken = {sid: p for sid, p in self.outside.items() if p != key}
+        # (no parameter: binding one imports pandas, which would delay a large file's
+        # tagging worker, forked next, by a quarter of a second)
         taken.update(con.execute(
-            "SELECT session_id, source_path FROM sessions WHERE source_path <> ?", [key]
+            f"SELECT session_id, source_path FROM sessions WHERE source_path <> {sql_string(key)}"
         ).fetchall())
         staging = None
         stage_above = STAGE_ABOVE if self.analyser is not None else STAGE_ABOVE_UNANALYSED
