@@ -252,7 +252,7 @@ def _serve(
     Fills one database after the other (``GENERATION_MESSAGES``); the sessions of the full
     ones are claimed in the next as if they were there (``Ingestor.outside``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _die_with_parent()
+    machine.die_with_parent()
     # (the parent's progress bar may have replaced them, and its thread is not here)
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     TIMINGS.clear()
@@ -289,20 +289,6 @@ def _serve(
     finally:
         results.close()
         os._exit(0)  # no atexit handlers, flushes or finalizers of the parent's objects
-
-
-def _die_with_parent() -> None:
-    """Be killed when the parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``): a killed ingest
-    must not leave workers writing on."""
-    import ctypes
-
-    parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # it died before the call
-        os._exit(1)
 
 
 def left_out(workers: list[_Worker], jobs: list[Job]) -> dict[Path, set[int]]:

@@ -9,6 +9,7 @@ its memory limit.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -53,3 +54,17 @@ def _read(path: Path) -> str:
         return path.read_text().strip()
     except OSError:
         return ""
+
+
+def die_with_parent() -> None:
+    """Be killed when the parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``): a killed ingest
+    must not leave its worker processes running on."""
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the call
+        os._exit(1)

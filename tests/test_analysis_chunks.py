@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -219,6 +220,59 @@ def test_a_failing_worker_says_so(sample_db: Path, tag: tag_worker.TagJob) -> No
             worker.take(block=False)
     finally:
         worker.close()
+
+
+_WORKER_PID: list[int] = []
+
+
+def _remember_worker() -> None:
+    _WORKER_PID.append(os.getpid())
+
+
+def _slow_tag(job: int) -> list[Tag]:
+    """A job tagged in 0.2 s, its tag naming the process that tagged it."""
+    time.sleep(0.2)
+    return [Tag(session_id="s", msg_idx=job, tag="x", evidence=str(os.getpid()))]
+
+
+def _helper_dies(job: int) -> list[Tag]:
+    if os.getpid() != _WORKER_PID[-1]:  # a helper forked by the worker
+        os._exit(3)
+    return _slow_tag(job)
+
+
+def _last_jobs(tag: tag_worker.TagJob, n: int) -> list[list[Tag]]:
+    worker = tag_worker.TagWorker(tag, prepare=_remember_worker)
+    try:
+        for job in range(n):
+            worker.submit(job)
+        worker.last_submitted()
+        answers = []
+        deadline = time.monotonic() + 60  # (a lost answer fails the test, not hangs it)
+        while len(answers) < n and time.monotonic() < deadline:
+            answer = worker.take(block=False)
+            if answer is None:
+                time.sleep(0.01)
+            else:
+                answers.append(answer)
+    finally:
+        worker.close()
+    assert len(answers) == n, "answers lost"
+    return answers
+
+
+@needs_worker
+def test_the_last_jobs_are_shared_with_a_helper_and_answered_in_order() -> None:
+    answers = _last_jobs(_slow_tag, 6)
+    assert [t.msg_idx for a in answers for t in a] == list(range(6))
+    assert len({t.evidence for a in answers for t in a}) == 2  # the worker and its helper
+
+
+@needs_worker
+def test_a_helper_that_dies_leaves_its_jobs_to_the_worker() -> None:
+    answers = _last_jobs(_helper_dies, 6)
+    assert [t.msg_idx for a in answers for t in a] == list(range(6))
+    assert len({t.evidence for a in answers for t in a}) == 1
 
 
 def _analysis(db: Path) -> dict[str, list[tuple[object, ...]]]:

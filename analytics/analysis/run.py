@@ -469,6 +469,8 @@ class MessageRun:
     def close(self) -> int:
         """Wait for the worker's last tags, write everything, save the tooling state;
         returns the number of messages analysed."""
+        if self.worker is not None:
+            self.worker.last_submitted()
         try:
             with no_cyclic_gc():
                 self._write_done(block=True)

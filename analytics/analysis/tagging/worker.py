@@ -12,8 +12,12 @@ the child makes the parent tag the chunks itself. Linux only (``fork``);
 Protocol: the parent sends jobs (picklable, e.g. a packed chunk), the child answers each, in
 order, with ``("ok", tags, seconds, peak RSS MiB)`` or ``("error", message)``. The parent
 reads and writes the pipes from two daemon threads, so neither side ever waits on the other's
-pipe buffer; the child is single-threaded and leaves when its pipe closes (the parent
-finished or died).
+pipe buffer; the child leaves when its pipe closes (the parent finished or died).
+
+The last jobs of a file: once the parent has submitted its last one (``last_submitted``) it
+only waits, and its core is idle. The child then reads every job still out and hands the
+later half to a helper, a fork of itself (warm: nothing to load), that answers them through
+the child, which keeps the order; a helper that dies leaves its jobs to the child.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ import sys
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from analytics import machine
@@ -99,12 +105,15 @@ class TagWorker:
         ctx = multiprocessing.get_context("fork")
         jobs_r, self._jobs_w = ctx.Pipe(duplex=False)
         self._results_r, results_w = ctx.Pipe(duplex=False)
+        last_r, self._last_w = ctx.Pipe(duplex=False)
+        """Says how many jobs the parent submitted in all, once it submitted the last one."""
         for stream in (sys.stdout, sys.stderr):  # the child must not write out our buffers again
             if stream is not None:
                 stream.flush()
         self._process = ctx.Process(
             target=_serve,
-            args=(tag, jobs_r, results_w, (self._jobs_w, self._results_r), prepare),
+            args=(tag, jobs_r, results_w, last_r, (self._jobs_w, self._results_r, self._last_w),
+                  prepare),
             daemon=True,
             name="transcripts-tagger",
         )
@@ -117,15 +126,17 @@ class TagWorker:
                 )
                 self._process.start()
         except BaseException:
-            for end in (jobs_r, self._jobs_w, self._results_r, results_w):
+            for end in (jobs_r, self._jobs_w, self._results_r, results_w, last_r, self._last_w):
                 end.close()
             raise
         jobs_r.close()
         results_w.close()
+        last_r.close()
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.outstanding = 0
         """Chunks submitted whose tags have not been taken yet."""
+        self.submitted = 0
         self.seconds = 0.0
         """Time the child spent tagging."""
         self.peak_rss_mib = 0.0
@@ -139,6 +150,17 @@ class TagWorker:
         """Hand ``job`` (not None) to the child."""
         self._outbox.put(job)
         self.outstanding += 1
+        self.submitted += 1
+
+    def last_submitted(self) -> None:
+        """No more jobs will come: the child may share those still out with a helper (see
+        the module's docstring) while this process waits for their tags."""
+        if self.gone:
+            return
+        try:
+            self._last_w.send(self.submitted)
+        except OSError:  # the child is gone: the receiver says so
+            pass
 
     def take(self, block: bool) -> list[Tag] | None:
         """Tags of the oldest chunk still out (None when ``block`` is false and they are not
@@ -203,7 +225,8 @@ def _serve(
     tag: TagJob,
     jobs: Connection,
     results: Connection,
-    parent_ends: tuple[Connection, Connection],
+    last: Connection,
+    parent_ends: tuple[Connection, ...],
     prepare: Callable[[], object] | None = None,
 ) -> None:
     for end in parent_ends:  # so that our reads end when the parent's end closes
@@ -215,24 +238,110 @@ def _serve(
         except Exception:  # noqa: S110 - the first job fails the same way and says why
             pass
     gc.disable()  # short-lived, and Tagger.tag keeps it off anyway
-    while True:
-        try:
-            job = jobs.recv()
-        except (EOFError, OSError):
-            break
-        if job is None:
-            break
-        start = time.perf_counter()
-        try:
-            tags = tag(job)
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            reply: tuple[Any, ...] = ("ok", tags, time.perf_counter() - start, rss)
-        except Exception as exc:
-            reply = ("error", f"{type(exc).__name__}: {exc}")
-        try:
-            results.send(reply)
-        except (OSError, ValueError):  # the parent is gone
-            break
-        except Exception as exc:  # tags that do not pickle
-            results.send(("error", f"{type(exc).__name__}: {exc}"))
+    todo: deque[Any] = deque()
+    received = 0
+    helper: _Helper | None = None
+    try:
+        while True:
+            if helper is None and last.poll():  # the parent submitted its last job
+                total = last.recv()
+                while received < total:
+                    todo.append(jobs.recv())
+                    received += 1
+                helper = _Helper.share(tag, todo)
+            if todo:
+                results.send_bytes(_pickled(_answer(tag, todo.popleft())))
+            elif helper is not None and helper.jobs:
+                answer = helper.answer()
+                if answer is None:  # it died: its jobs are ours
+                    todo.extend(helper.jobs)
+                    helper.jobs.clear()
+                else:
+                    results.send_bytes(answer)
+            else:
+                job = jobs.recv()
+                if job is None:
+                    break
+                todo.append(job)
+                received += 1
+    except (EOFError, OSError, ValueError):  # the parent is gone
+        pass
+    if helper is not None:
+        helper.close()
     os._exit(0)  # no atexit handlers, flushes or finalizers of the parent's objects
+
+
+def _pickled(answer: tuple[Any, ...]) -> bytes:
+    """``answer`` as ``Connection.send`` pickles it; tags that do not pickle are an error."""
+    try:
+        return bytes(ForkingPickler.dumps(answer))
+    except Exception as exc:
+        return bytes(ForkingPickler.dumps(("error", f"{type(exc).__name__}: {exc}")))
+
+
+def _answer(tag: TagJob, job: Any) -> tuple[Any, ...]:
+    start = time.perf_counter()
+    try:
+        tags = tag(job)
+    except Exception as exc:
+        return ("error", f"{type(exc).__name__}: {exc}")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return ("ok", tags, time.perf_counter() - start, rss)
+
+
+class _Helper:
+    """A fork of the worker answering the later jobs of the last ones, in order, through a
+    pipe to the worker (which forwards the answers as they are, pickled)."""
+
+    MIN_JOBS = 2
+    """Fewer jobs left are tagged by the worker alone."""
+
+    def __init__(self, tag: TagJob, jobs: list[Any]) -> None:
+        reader, writer = multiprocessing.get_context("fork").Pipe(duplex=False)
+        self.pid = os.fork()
+        if self.pid == 0:  # the helper
+            reader.close()
+            machine.die_with_parent()
+            try:
+                for job in jobs:
+                    writer.send_bytes(_pickled(_answer(tag, job)))
+            except OSError:  # the worker is gone
+                pass
+            os._exit(0)
+        writer.close()
+        self.conn = reader
+        self.jobs: deque[Any] = deque(jobs)
+        """Its jobs not answered yet, in order."""
+
+    @classmethod
+    def share(cls, tag: TagJob, todo: deque[Any]) -> _Helper | None:
+        """A helper for the later half of ``todo`` (taken out of it), or None: too few
+        jobs, one core, or no fork."""
+        if len(todo) < cls.MIN_JOBS or machine.cores() < 2:
+            return None
+        keep = (len(todo) + 1) // 2
+        theirs = list(todo)[keep:]
+        try:
+            helper = cls(tag, theirs)
+        except OSError:
+            return None
+        for _ in theirs:
+            todo.pop()
+        return helper
+
+    def answer(self) -> bytes | None:
+        """The answer to the oldest job still out (pickled), or None when the helper died."""
+        try:
+            data = self.conn.recv_bytes()
+        except (EOFError, OSError):
+            return None
+        self.jobs.popleft()
+        return data
+
+    def close(self) -> None:
+        self.conn.close()
+        try:
+            os.kill(self.pid, signal.SIGKILL)  # (done already, unless the worker is leaving early)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
