@@ -107,6 +107,8 @@ class TagWorker:
         self._results_r, results_w = ctx.Pipe(duplex=False)
         last_r, self._last_w = ctx.Pipe(duplex=False)
         """Says how many jobs the parent submitted in all, once it submitted the last one."""
+        for end in (jobs_r, results_w):
+            _widen(end)
         for stream in (sys.stdout, sys.stderr):  # the child must not write out our buffers again
             if stream is not None:
                 stream.flush()
@@ -218,6 +220,22 @@ class TagWorker:
             if reply[0] == "gone":
                 self._results_r.close()
                 return
+
+
+PIPE_BYTES = 1 << 20
+"""Pipe buffer asked for (Linux's default is 64 KiB, its unprivileged maximum 1 MiB): a
+chunk's tags (a few hundred KiB pickled) go into the pipe at once, instead of the worker
+waiting, piece by piece, for the parent's receiving thread to get the GIL and read."""
+
+
+def _widen(end: Connection) -> None:
+    """Ask for ``PIPE_BYTES`` of buffer on a pipe (best effort: Linux only, maybe capped)."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(end.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 # --- child side ----------------------------------------------------------------
