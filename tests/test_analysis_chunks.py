@@ -222,6 +222,68 @@ def test_a_failing_worker_says_so(sample_db: Path, tag: tag_worker.TagJob) -> No
         worker.close()
 
 
+def test_the_ring_places_buffers_one_after_another_and_wraps_around() -> None:
+    ring = tag_worker.Ring(100)
+
+    def release(n: int) -> None:  # the n oldest jobs answered (in the ring or not)
+        for _ in range(n):
+            ring.release()
+
+    a = ring.put(b"a" * 40)
+    b = ring.put(bytearray(b"b" * 40))
+    assert (a, b) == (tag_worker.InRing(0, 40), tag_worker.InRing(40, 40))
+    assert ring.put(b"c" * 30) is None  # 20 free at the end, none at the start while a is out
+    assert ring.put({"not": "a buffer"}) is None and ring.put(b"") is None
+    release(1)  # a
+    c = ring.put(memoryview(b"c" * 30))  # wraps around to where a was
+    assert c == tag_worker.InRing(0, 30)
+    assert ring.put(b"d" * 11) is None  # 10 free between c and b
+    d = ring.put(b"d" * 10)
+    assert d == tag_worker.InRing(30, 10)
+    assert bytes(ring.view(b)) == b"b" * 40 and bytes(ring.view(c)) == b"c" * 30
+    release(5)  # b, the three jobs not in the ring, c
+    e = ring.put(b"e" * 60)
+    assert e == tag_worker.InRing(40, 60)  # after d, which is still out
+    release(3)  # the refused d, d, e
+    assert ring.put(b"f" * 100) == tag_worker.InRing(0, 100)  # nothing out: all of it
+    assert ring.put(b"g" * 101) is None
+
+
+@needs_worker
+def test_buffers_too_large_for_the_ring_go_through_the_pipe(
+    sample_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packed chunks in the ring or, too large for it, in the pipe: the same tags."""
+    tagger = Tagger()
+    tagger.warm_up()
+    analyser = run.Analyser()
+    analyser._tagger = tagger
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        sessions = [r[0] for r in con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall()]
+        packed = [pack(*load_tables(con, sid, 0, 0), *load_tables(con, sid, 0, 10**6)) for sid in sessions]
+    expected = [analyser._tag_packed(p) for p in packed]
+    sizes = sorted(p.size for p in packed)
+    monkeypatch.setattr(tag_worker, "RING_BYTES", sizes[len(sizes) // 2])  # some fit, some not
+    placed: list[bool] = []
+    put = tag_worker.Ring.put
+
+    def spy(ring: tag_worker.Ring, job: object) -> tag_worker.InRing | None:
+        place = put(ring, job)
+        placed.append(place is not None)
+        return place
+
+    monkeypatch.setattr(tag_worker.Ring, "put", spy)
+    worker = tag_worker.TagWorker(analyser._tag_packed)
+    try:
+        for p in packed:
+            worker.submit(p)
+        got = [worker.take(block=True) for _ in packed]
+    finally:
+        worker.close()
+    assert got == expected and any(expected)
+    assert any(placed) and not all(placed)
+
+
 _WORKER_PID: list[int] = []
 
 

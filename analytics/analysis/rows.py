@@ -206,7 +206,7 @@ def pack(*tables: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
-def unpack(packed: bytes | pa.Buffer, n: int) -> list[pa.Table]:
+def unpack(packed: bytes | pa.Buffer | memoryview, n: int) -> list[pa.Table]:
     """The ``n`` tables of ``pack``."""
     reader = pa.BufferReader(packed)
     return [pa.ipc.open_stream(reader).read_all() for _ in range(n)]

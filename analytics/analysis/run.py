@@ -209,7 +209,7 @@ class Analyser:
         tool calls just completed), replacing any analysis rows they had."""
         return MessageRun(self, con, session_id, start_idx, extra_idx).finish()
 
-    def _tag_packed(self, packed: bytes | pa.Buffer) -> list[Tag]:
+    def _tag_packed(self, packed: bytes | pa.Buffer | memoryview) -> list[Tag]:
         """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
         before it, handed over as ``pack(*margin, *chunk)``."""
         before_msgs, before_calls, msgs, calls = unpack(packed, 4)

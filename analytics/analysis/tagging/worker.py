@@ -14,6 +14,10 @@ order, with ``("ok", tags, seconds, peak RSS MiB)`` or ``("error", message)``. T
 reads and writes the pipes from two daemon threads, so neither side ever waits on the other's
 pipe buffer; the child leaves when its pipe closes (the parent finished or died).
 
+A job that is a buffer (a packed chunk, megabytes) travels through memory the two processes
+share (``Ring``): only its place goes through the pipe, so neither side copies it through
+the kernel or pickles it.
+
 The last jobs of a file: once the parent has submitted its last one (``last_submitted``) it
 only waits, and its core is idle. The child then reads every job still out and hands the
 later half to a helper, a fork of itself (warm: nothing to load), that answers them through
@@ -23,6 +27,7 @@ the child, which keeps the order; a helper that dies leaves its jobs to the chil
 from __future__ import annotations
 
 import gc
+import mmap
 import multiprocessing
 import os
 import queue
@@ -36,7 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, NamedTuple
 
 from analytics import machine
 from analytics.models import Tag
@@ -109,13 +114,14 @@ class TagWorker:
         """Says how many jobs the parent submitted in all, once it submitted the last one."""
         for end in (jobs_r, results_w):
             _widen(end)
+        self._ring = Ring(RING_BYTES)
         for stream in (sys.stdout, sys.stderr):  # the child must not write out our buffers again
             if stream is not None:
                 stream.flush()
         self._process = ctx.Process(
             target=_serve,
             args=(tag, jobs_r, results_w, last_r, (self._jobs_w, self._results_r, self._last_w),
-                  prepare),
+                  self._ring, prepare),
             daemon=True,
             name="transcripts-tagger",
         )
@@ -139,6 +145,7 @@ class TagWorker:
         self.outstanding = 0
         """Chunks submitted whose tags have not been taken yet."""
         self.submitted = 0
+        """Jobs submitted in all."""
         self.seconds = 0.0
         """Time the child spent tagging."""
         self.peak_rss_mib = 0.0
@@ -149,8 +156,9 @@ class TagWorker:
 
     # --- parent side ---------------------------------------------------------
     def submit(self, job: Any) -> None:
-        """Hand ``job`` (not None) to the child."""
-        self._outbox.put(job)
+        """Hand ``job`` (not None) to the child: a buffer through the ring when it fits."""
+        placed = self._ring.put(job)
+        self._outbox.put(job if placed is None else placed)
         self.outstanding += 1
         self.submitted += 1
 
@@ -177,6 +185,7 @@ class TagWorker:
             self.gone = True
             raise WorkerGone(str(reply[1]))
         self.outstanding -= 1
+        self._ring.release()
         self.seconds += reply[2]
         self.peak_rss_mib = max(self.peak_rss_mib, reply[3])
         tags: list[Tag] = reply[1]
@@ -238,6 +247,70 @@ def _widen(end: Connection) -> None:
         pass
 
 
+RING_BYTES = 64 << 20
+"""Shared memory for the jobs out at a time (a chunk packs to about 8 MB); a job that does
+not fit goes through the pipe. Pages are only used once written to."""
+
+
+class InRing(NamedTuple):
+    """A job's place in the ring: what goes through the pipe instead of the job."""
+
+    start: int
+    size: int
+
+
+class Ring:
+    """Shared memory (an anonymous ``MAP_SHARED`` mapping made before the fork) holding the
+    buffers of the jobs still out, one after another, wrapping around: they are answered
+    in the order they were placed, so the space they take is freed in that order too."""
+
+    def __init__(self, size: int) -> None:
+        self.mem = mmap.mmap(-1, size)
+        self.size = size
+        self._placed: deque[InRing | None] = deque()
+        """Every job still out, in order: its place, or None (not in the ring)."""
+        self._head = 0
+        """Where the next buffer goes when the space after the newest one is free."""
+
+    def put(self, job: Any) -> InRing | None:
+        """Copy ``job`` into the ring if it is a buffer and fits; its place, or None."""
+        try:
+            data = memoryview(job).cast("B")
+        except TypeError:
+            data = None
+        at = self._fit(data.nbytes) if data is not None and data.nbytes else None
+        if at is None:
+            self._placed.append(None)
+            return None
+        assert data is not None
+        self.mem[at : at + data.nbytes] = data
+        self._head = at + data.nbytes
+        place = InRing(at, data.nbytes)
+        self._placed.append(place)
+        return place
+
+    def _fit(self, n: int) -> int | None:
+        """Where ``n`` bytes go: after the newest buffer, or at the start once the oldest
+        buffer there is answered; None when they do not fit now."""
+        live = [p for p in self._placed if p is not None]
+        if not live:
+            return 0 if n <= self.size else None
+        oldest = live[0].start
+        if self._head > oldest:  # the free space is after the head, and before the oldest
+            if self._head + n <= self.size:
+                return self._head
+            return 0 if n <= oldest else None
+        return self._head if self._head + n <= oldest else None
+
+    def release(self) -> None:
+        """The oldest job is answered: its space is free."""
+        if self._placed:
+            self._placed.popleft()
+
+    def view(self, place: InRing) -> memoryview:
+        return memoryview(self.mem)[place.start : place.start + place.size]
+
+
 # --- child side ----------------------------------------------------------------
 def _serve(
     tag: TagJob,
@@ -245,6 +318,7 @@ def _serve(
     results: Connection,
     last: Connection,
     parent_ends: tuple[Connection, ...],
+    ring: Ring,
     prepare: Callable[[], object] | None = None,
 ) -> None:
     for end in parent_ends:  # so that our reads end when the parent's end closes
@@ -266,9 +340,9 @@ def _serve(
                 while received < total:
                     todo.append(jobs.recv())
                     received += 1
-                helper = _Helper.share(tag, todo)
+                helper = _Helper.share(tag, ring, todo)
             if todo:
-                results.send_bytes(_pickled(_answer(tag, todo.popleft())))
+                results.send_bytes(_pickled(_answer(tag, ring, todo.popleft())))
             elif helper is not None and helper.jobs:
                 answer = helper.answer()
                 if answer is None:  # it died: its jobs are ours
@@ -297,10 +371,10 @@ def _pickled(answer: tuple[Any, ...]) -> bytes:
         return bytes(ForkingPickler.dumps(("error", f"{type(exc).__name__}: {exc}")))
 
 
-def _answer(tag: TagJob, job: Any) -> tuple[Any, ...]:
+def _answer(tag: TagJob, ring: Ring, job: Any) -> tuple[Any, ...]:
     start = time.perf_counter()
     try:
-        tags = tag(job)
+        tags = tag(ring.view(job) if isinstance(job, InRing) else job)
     except Exception as exc:
         return ("error", f"{type(exc).__name__}: {exc}")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -314,7 +388,7 @@ class _Helper:
     MIN_JOBS = 2
     """Fewer jobs left are tagged by the worker alone."""
 
-    def __init__(self, tag: TagJob, jobs: list[Any]) -> None:
+    def __init__(self, tag: TagJob, ring: Ring, jobs: list[Any]) -> None:
         reader, writer = multiprocessing.get_context("fork").Pipe(duplex=False)
         self.pid = os.fork()
         if self.pid == 0:  # the helper
@@ -322,7 +396,7 @@ class _Helper:
             machine.die_with_parent()
             try:
                 for job in jobs:
-                    writer.send_bytes(_pickled(_answer(tag, job)))
+                    writer.send_bytes(_pickled(_answer(tag, ring, job)))
             except OSError:  # the worker is gone
                 pass
             os._exit(0)
@@ -332,7 +406,7 @@ class _Helper:
         """Its jobs not answered yet, in order."""
 
     @classmethod
-    def share(cls, tag: TagJob, todo: deque[Any]) -> _Helper | None:
+    def share(cls, tag: TagJob, ring: Ring, todo: deque[Any]) -> _Helper | None:
         """A helper for the later half of ``todo`` (taken out of it), or None: too few
         jobs, one core, or no fork."""
         if len(todo) < cls.MIN_JOBS or machine.cores() < 2:
@@ -340,7 +414,7 @@ class _Helper:
         keep = (len(todo) + 1) // 2
         theirs = list(todo)[keep:]
         try:
-            helper = cls(tag, theirs)
+            helper = cls(tag, ring, theirs)
         except OSError:
             return None
         for _ in theirs:
