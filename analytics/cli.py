@@ -172,7 +172,7 @@ def _watch(
 
     try:
         watch(targets, interval_s, report, locked=locked, db=db, fmt=fmt, redact=redact,
-              rules=rules, reanalyse=reanalyse, workers=workers)
+              rules=rules, reanalyse=reanalyse, workers=workers, exclusive=True)
     except KeyboardInterrupt:
         out.print("stopped", highlight=False)
 
@@ -180,9 +180,12 @@ def _watch(
 def _run_with_progress(
     targets: list[Path], db: str, fmt: str, redact: bool, rules: Path | None, **kw: Any
 ) -> Any:
-    """``analytics.ingest.ingest`` with a rich progress bar (files and bytes) on a terminal."""
+    """``analytics.ingest.ingest`` with a rich progress bar (files and bytes) on a terminal.
+    A command's process holds no other connection to the database: ``exclusive``."""
     from analytics.ingest import fingerprint
     from analytics.ingest import ingest as run_ingest
+
+    kw["exclusive"] = True
 
     if not sys.stderr.isatty():
         return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules, **kw)

@@ -847,6 +847,7 @@ def ingest(
     reanalyse: bool = False,
     warm: Warm | None = None,
     workers: int | None = None,
+    exclusive: bool = False,
 ) -> IngestSummary:
     """Parse, tag, analyse and store every transcript under ``paths``.
 
@@ -856,7 +857,8 @@ def ingest(
     ``rules`` does so for files tagged by another tagger version. ``warm`` keeps the
     redactor and analyser (spaCy, compiled patterns) from one call to the next.
     ``workers``: processes for new files (default: one per core when there are several
-    files worth it, see ``ingest_pool.py``; 1: this process only).
+    files worth it, see ``ingest_pool.py``; 1: this process only). ``exclusive``: this
+    process holds no other connection to ``db`` (as the CLI): see ``store.db.connect``.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -871,7 +873,7 @@ def ingest(
     if rules is not None and analyse:
         _check_rules(Path(rules))
     wait_s = float(os.environ.get("TRANSCRIPTS_LOCK_WAIT", "30"))
-    con = connect(db_path, read_only=False, wait_s=wait_s)
+    con = connect(db_path, read_only=False, wait_s=wait_s, exclusive=exclusive)
     opened = time.monotonic()
     summary = IngestSummary(db=db_path)
     try:
@@ -891,7 +893,9 @@ def ingest(
         jobs = _new_units(con, units, results) if pool_possible else []
         n_workers = pool_size(jobs, workers)
         if n_workers:
-            done, ticked = _ingest_in_pool(ingestor, db_path, wait_s, jobs, n_workers, progress)
+            done, ticked = _ingest_in_pool(
+                ingestor, db_path, wait_s, jobs, n_workers, progress, exclusive
+            )
             con, opened = ingestor.con, time.monotonic()
             for index, result in done.items():
                 results[index] = result
@@ -902,7 +906,7 @@ def ingest(
                 # Let readers (the app, notebooks) in between files: DuckDB allows one
                 # process at a time on a file that a writer holds.
                 con.close()
-                con = connect(db_path, read_only=False, wait_s=wait_s)
+                con = connect(db_path, read_only=False, wait_s=wait_s, exclusive=exclusive)
                 ingestor.con = con
                 opened = time.monotonic()
             results[i] = _ingest_one(ingestor, unit, chosen)
@@ -934,6 +938,7 @@ def _ingest_in_pool(
     jobs: list[Job],
     n_workers: int,
     progress: Progress | None,
+    exclusive: bool = False,
 ) -> tuple[dict[int, FileResult], set[int]]:
     """Ingest ``jobs`` in a pool of ``n_workers`` processes and merge what they stored
     (``ingest_pool.py``); ``ingestor.con`` is closed meanwhile, and open again after.
@@ -955,7 +960,7 @@ def _ingest_in_pool(
                       RuntimeWarning, stacklevel=2)
         pool, done = [], {}
     finally:
-        con = ingestor.con = connect(db_path, read_only=False, wait_s=wait_s)
+        con = ingestor.con = connect(db_path, read_only=False, wait_s=wait_s, exclusive=exclusive)
     try:
         if pool and _written(con) != written:
             # Another writer got in while the lock was free: what the workers were told

@@ -8,6 +8,8 @@ is PSS summed over the step's processes, or the largest one's RSS if higher):
   (a) transcripts ingest (parse + store, no analysis)   goal <= 2x read_json
   (a') full ingest with tagging and analysis            goal <= 4x read_json (issue 3)
        (also shown without the BM25 index build, which is a separate cost)
+Each ingest step calls ``ingest(..., exclusive=True)`` in a fresh process, as the
+``transcripts ingest`` command does (see ``store.db.connect``).
 Set TRANSCRIPTS_TIMING=1 to see where an ingest spends its time.
   (b) duckdb read_json of the file into a table         the reference (best of two runs)
   re-ingest of the unchanged file                       goal <= 2% of (a')
@@ -76,10 +78,10 @@ def warm_append(work: Path, src: Path, db: Path) -> float:
     out = work / "warm_seconds.txt"
     code = (
         "import time; from analytics.ingest import Warm, ingest; w = Warm()\n"
-        f"s = ingest([r'{warmup}'], db=r'{work / 'warmup.duckdb'}', warm=w)\n"
+        f"s = ingest([r'{warmup}'], db=r'{work / 'warmup.duckdb'}', warm=w, exclusive=True)\n"
         "if s.errors:\n"
         "    raise SystemExit(f'warm-up ingest failed: {[f.error for f in s.errors]}')\n"
-        f"t = time.perf_counter(); s = ingest([r'{src}'], db=r'{db}', warm=w); "
+        f"t = time.perf_counter(); s = ingest([r'{src}'], db=r'{db}', warm=w, exclusive=True); "
         f"open(r'{out}', 'w').write(str(time.perf_counter() - t))"
     )
     run(code)  # (``run`` checks the errors of the second ingest)
@@ -110,7 +112,7 @@ def main() -> None:
         """An ingest step; it writes the seconds of its ingest() call to ``call_seconds``."""
         return (
             "import time; from analytics.ingest import ingest; t = time.perf_counter(); "
-            f"s = ingest([r'{src}'], db=r'{db}'{options}); "
+            f"s = ingest([r'{src}'], db=r'{db}', exclusive=True{options}); "
             f"open(r'{call_seconds}', 'w').write(str(time.perf_counter() - t))"
         )
 

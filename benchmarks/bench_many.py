@@ -73,7 +73,7 @@ def main() -> None:
     def ingest(db: Path, options: str) -> str:
         return (
             "from analytics.ingest import ingest; "
-            f"s = ingest([r'{src}'], db=r'{db}'{options}); "
+            f"s = ingest([r'{src}'], db=r'{db}', exclusive=True{options}); "
             "raise SystemExit(1 if s.errors else 0)"
         )
 

@@ -37,7 +37,7 @@ def main() -> None:
     print(f"corpus: {n} records, {size:.0f} MB")
     code = (
         "from analytics.ingest import ingest; "
-        f"s = ingest([r'{src}'], db=r'{work / 'big.duckdb'}'); print(s.totals(), [f.error for f in s.errors]); "
+        f"s = ingest([r'{src}'], db=r'{work / 'big.duckdb'}', exclusive=True); print(s.totals(), [f.error for f in s.errors]); "
         "raise SystemExit(1 if s.errors else 0)"
     )
     elapsed, status, tree, single = run_measured([sys.executable, "-c", code])

@@ -107,7 +107,7 @@ def ingest_with_tagging(records: int) -> None:
         def ingest_code(db: str, options: str = "") -> str:
             return (
                 "from analytics.ingest import ingest; "
-                f"s = ingest([r'{src}'], db=r'{work / db}', build_index=False{options}); "
+                f"s = ingest([r'{src}'], db=r'{work / db}', build_index=False, exclusive=True{options}); "
                 "raise SystemExit(1 if s.errors else 0)"
             )
 

@@ -558,3 +558,26 @@ def test_a_new_file_is_hashed_while_it_is_parsed(tmp_path: Path) -> None:
         f.write(json.dumps(_cc_line(30)) + "\n")
     res = ingest([src], db=db)
     assert [f.status for f in res.files] == ["appended"] and _counts(db)["messages"] == 31
+
+
+def test_an_exclusive_ingest_stores_the_same_tables(tmp_path: Path) -> None:
+    """Opened for smaller row groups (as the CLI does) or not: the same rows, an append and
+    an index build included."""
+    from _samples import all_tables
+
+    from analytics.samples_path import samples_dir
+
+    src = tmp_path / "src"
+    shutil.copytree(samples_dir(), src)
+    grown = src / "grown.jsonl"
+    grown.write_text("".join(json.dumps(_cc_line(i)) + "\n" for i in range(40)))
+    dbs = {}
+    for exclusive in (False, True):
+        db = dbs[exclusive] = tmp_path / f"{exclusive}.duckdb"
+        ingest([src], db=db, exclusive=exclusive, workers=1)
+    with grown.open("a") as f:
+        f.write("".join(json.dumps(_cc_line(i)) + "\n" for i in range(40, 60)))
+    for exclusive, db in dbs.items():
+        summary = ingest([src], db=db, exclusive=exclusive, workers=1)
+        assert [f.status for f in summary.files if f.status != "unchanged"] == ["appended"]
+    assert all_tables(dbs[True]) == all_tables(dbs[False])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
-from analytics.errors import DatabaseError
-from analytics.store import migrations
+from analytics.errors import DatabaseError, DatabaseLockedError
+from analytics.store import db, migrations
 from analytics.store.db import connect
 
 
@@ -56,3 +59,40 @@ def test_read_only_connections_never_migrate(tmp_path: Path) -> None:
     con = duckdb.connect(str(db), read_only=True)
     assert "sessions" not in _tables(con)
     con.close()
+
+
+def _row_groups(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = con.execute(
+        f"SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('{table}')"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_an_exclusive_connection_writes_smaller_row_groups(tmp_path: Path) -> None:
+    rows = 3 * db.EXCLUSIVE_ROW_GROUP_ROWS
+    for exclusive, groups in ((False, 1), (True, 3)):
+        path = tmp_path / f"{exclusive}.duckdb"
+        con = connect(path, read_only=False, exclusive=exclusive)
+        con.execute(f"CREATE TABLE t AS SELECT range AS x FROM range({rows})")
+        con.close()
+        con = connect(path)  # a plain file, read as any other
+        assert _row_groups(con, "t") == groups
+        assert con.execute("SELECT count(*) FROM sessions").fetchone() == (0,)  # migrated
+        con.close()
+
+
+def test_an_exclusive_writer_is_locked_out_like_any_other(tmp_path: Path) -> None:
+    path = tmp_path / "db.duckdb"
+    connect(path, read_only=False).close()
+    code = (
+        "import sys, time; from analytics.store.db import connect; "
+        f"c = connect({str(path)!r}, read_only=False); print('open', flush=True); time.sleep(30)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        with pytest.raises(DatabaseLockedError):
+            connect(path, read_only=False, wait_s=0.2, exclusive=True)
+    finally:
+        holder.kill()
+        holder.wait()
