@@ -1036,7 +1036,7 @@ def _pool_worker(
     whose DuckDB runs ``threads`` threads (the workers share the cores)."""
     global _HASHING
     _HASHING = ThreadPoolExecutor(1, thread_name_prefix="transcripts-hash")  # (no thread here)
-    con = connect(str(db), read_only=False)
+    con = connect(str(db), read_only=False, exclusive=True)  # (its own file, its own process)
     con.execute(f"SET threads = {int(threads)}")
     worker = Ingestor(
         con, ingestor.fmt, ingestor._redact, ingestor._rules, ingestor._analyse,
