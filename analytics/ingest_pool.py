@@ -181,7 +181,8 @@ def run_pool(
         for k in range(n_workers):
             receive, send = ctx.Pipe(duplex=False)
             process = ctx.Process(
-                target=_serve, args=(jobs, counter, folder, k, start_worker, ingest_one, send),
+                target=_serve,
+                args=(jobs, counter, folder, k, start_worker, ingest_one, send, os.getpid()),
                 name=f"transcripts-ingest-{k}",
             )
             with warnings.catch_warnings():
@@ -247,12 +248,13 @@ def _serve(
     start_worker: Callable[[Path], Any],
     ingest_one: IngestOne,
     results: Connection,
+    parent: int,
 ) -> None:
     """A worker: take the next job until none is left; report each file, then its timings.
     Fills one database after the other (``GENERATION_MESSAGES``); the sessions of the full
     ones are claimed in the next as if they were there (``Ingestor.outside``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    machine.die_with_parent()
+    machine.die_with_parent(parent)
     # (the parent's progress bar may have replaced them, and its thread is not here)
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     TIMINGS.clear()

@@ -56,12 +56,13 @@ def _read(path: Path) -> str:
         return ""
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int) -> None:
     """Be killed when the parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``): a killed ingest
-    must not leave its worker processes running on."""
+    must not leave its worker processes running on. ``parent`` is the parent's pid as the
+    parent read it before the fork: one that died between the fork and this call is noticed
+    too (by then the child's ``getppid()`` names the process that adopted it)."""
     import ctypes
 
-    parent = os.getppid()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
     except (OSError, AttributeError):

@@ -3,8 +3,10 @@ nothing in what is found."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -337,6 +339,167 @@ def test_a_helper_that_dies_leaves_its_jobs_to_the_worker() -> None:
     assert len({t.evidence for a in answers for t in a}) == 1
 
 
+def _big_slow_tag(job: int) -> list[Tag]:
+    """A job tagged in 0.2 s, its tags pickled larger than a pipe holds; the first names the
+    process that tagged it and when it started and ended."""
+    start = time.monotonic()
+    time.sleep(0.2)
+    return [
+        Tag(session_id="s", msg_idx=job, tag="x",
+            evidence=f"{os.getpid()} {start} {time.monotonic()}"),
+        Tag(session_id="s", msg_idx=job, tag="pad", evidence="x" * (2 << 20)),
+    ]
+
+
+@needs_worker
+def test_a_helper_tags_on_while_its_answers_wait_for_the_worker() -> None:
+    """The worker reads its helper's answers only after answering its own jobs: the helper
+    must not wait for that to tag its next job."""
+    answers = _last_jobs(_big_slow_tag, 6)
+    spans = {t.msg_idx: str(t.evidence).split() for a in answers for t in a if t.tag == "x"}
+    helper_pid = spans[5][0]  # the last job is always the helper's
+    helper_jobs = sorted(i for i, s in spans.items() if s[0] == helper_pid)
+    worker_jobs = sorted(i for i, s in spans.items() if s[0] != helper_pid)
+    assert len(helper_jobs) >= 2 and worker_jobs
+    started, worker_done = float(spans[helper_jobs[1]][1]), float(spans[worker_jobs[-1]][2])
+    assert started < worker_done, "the helper waited for the worker to read its answer"
+
+
+def _helper_dies_on_the_last(job: int) -> list[Tag]:
+    """The helper dies on the last job, once the worker has read its answers to the others."""
+    if job == 5 and os.getpid() != _WORKER_PID[-1]:
+        time.sleep(1.5)
+        os._exit(3)
+    return _big_slow_tag(job)
+
+
+@needs_worker
+def test_a_helper_that_dies_midway_leaves_the_rest_to_the_worker() -> None:
+    answers = _last_jobs(_helper_dies_on_the_last, 6)
+    assert [a[0].msg_idx for a in answers] == list(range(6))
+    pids = [str(a[0].evidence).split()[0] for a in answers]
+    assert pids[5] == pids[0] and len(set(pids)) == 2  # the helper answered its first job
+
+
+@needs_worker
+@pytest.mark.parametrize("more", [0, 3])
+def test_jobs_after_the_last_and_a_second_last_submitted_keep_their_order(more: int) -> None:
+    worker = tag_worker.TagWorker(_slow_tag)
+    try:
+        worker.last_submitted()  # nothing out
+        for job in range(5):
+            worker.submit(job)
+        worker.last_submitted()
+        for job in range(5, 5 + more):
+            worker.submit(job)
+        worker.last_submitted()
+        got = [t.msg_idx for _ in range(5 + more) for t in worker.take(block=True) or []]
+    finally:
+        worker.close()
+    assert got == list(range(5 + more))
+    assert worker.outstanding == 0 and not worker.gone
+
+
+def _helper_fails(job: int) -> list[Tag]:
+    if os.getpid() != _WORKER_PID[-1]:
+        raise ValueError("the helper failed")
+    return _slow_tag(job)
+
+
+@needs_worker
+def test_a_helper_that_fails_says_so() -> None:
+    worker = tag_worker.TagWorker(_helper_fails, prepare=_remember_worker)
+    try:
+        for job in range(4):
+            worker.submit(job)
+        worker.last_submitted()
+        with pytest.raises(tag_worker.WorkerGone, match="the helper failed"):
+            for _ in range(4):
+                worker.take(block=True)
+        worker.last_submitted()  # (a worker gone: nothing to say)
+    finally:
+        worker.close()
+
+
+_MARK: list[Path] = []
+
+
+def _no_death_signal() -> None:
+    """Run in the worker: its helpers are not killed when it dies (as where prctl is denied)."""
+    _remember_worker()
+    tag_worker.machine.die_with_parent = lambda parent: None
+
+
+def _helper_lingers(job: int) -> list[Tag]:
+    if os.getpid() != _WORKER_PID[-1]:
+        _MARK[-1].write_text(str(os.getpid()))
+        time.sleep(20)
+    return _slow_tag(job)
+
+
+@needs_worker
+def test_a_dead_worker_is_noticed_while_its_helper_lives_on(tmp_path: Path) -> None:
+    """The helper holds no end of the parent's pipes: the parent reads the end of its
+    answers as soon as the worker dies."""
+    _MARK.append(tmp_path / "helper")
+    worker = tag_worker.TagWorker(_helper_lingers, prepare=_no_death_signal)
+    helper_pid = 0
+    try:
+        for job in range(4):
+            worker.submit(job)
+        worker.last_submitted()
+        deadline = time.monotonic() + 30
+        while not _MARK[-1].exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        helper_pid = int(_MARK[-1].read_text())
+        assert worker._process.pid is not None
+        os.kill(worker._process.pid, signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(tag_worker.WorkerGone):
+            while time.monotonic() - start < 30:
+                if worker.take(block=False) is None:
+                    time.sleep(0.01)
+        assert time.monotonic() - start < 10
+    finally:
+        worker.close()
+        if helper_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(helper_pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@needs_worker
+def test_a_worker_closed_with_jobs_out_leaves_no_helper_running(tmp_path: Path) -> None:
+    _MARK.append(tmp_path / "helper")
+    worker = tag_worker.TagWorker(_helper_lingers, prepare=_remember_worker)
+    helper_pid = 0
+    try:
+        for job in range(4):
+            worker.submit(job)
+        worker.last_submitted()
+        deadline = time.monotonic() + 30
+        while not _MARK[-1].exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        helper_pid = int(_MARK[-1].read_text())
+        assert _running(helper_pid)
+    finally:
+        worker.close()
+    deadline = time.monotonic() + 5
+    while _running(helper_pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _running(helper_pid)
+
+
 def _analysis(db: Path) -> dict[str, list[tuple[object, ...]]]:
     return table_rows(db, TABLES)
 
@@ -352,13 +515,23 @@ def test_small_chunks_with_and_without_the_worker(
     assert not ingest([SAMPLES], db=whole, build_index=False).errors
     monkeypatch.setattr(run, "CHUNK", 7)
     submitted = submitted_jobs(monkeypatch)
+    told: list[int] = []  # jobs out when a run told its worker no more would come
+    last_submitted = tag_worker.TagWorker.last_submitted
+
+    def spy(worker: tag_worker.TagWorker) -> None:
+        told.append(worker.outstanding)
+        last_submitted(worker)
+
+    monkeypatch.setattr(tag_worker.TagWorker, "last_submitted", spy)
     chunked = {}
     for name, switch in (("serial", "0"), ("worker", "1")):
         monkeypatch.setenv(tag_worker.ENV_SWITCH, switch)
         submitted.clear()
+        told.clear()
         db = tmp_path / f"{name}.duckdb"
         assert not ingest([SAMPLES], db=db, build_index=False).errors
         assert bool(submitted) is (switch == "1"), name  # tagged by the worker, or here
+        assert bool(told) is (switch == "1"), name
         chunked[name] = _analysis(db)
     expected = _analysis(whole)
     assert expected["tags"] and expected["launches"]

@@ -333,3 +333,34 @@ def test_a_left_out_file_leaves_no_redactions_behind(tmp_path: Path) -> None:
         ingest(copies, db=tmp_path / f"{db}.duckdb", workers=workers)
     assert len(all_tables(tmp_path / "one.duckdb")["redactions"]) == 1
     _same_tables(tmp_path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux only")
+def test_a_process_whose_parent_died_before_it_asked_to_die_with_it_dies() -> None:
+    """``die_with_parent`` in a process whose parent is gone already (it died between the
+    fork and the call): the process leaves rather than run on as an orphan."""
+    from analytics import machine
+
+    read, write = os.pipe()
+    parent = os.fork()
+    if parent == 0:  # the parent to be, which dies at once
+        try:
+            born = os.getpid()
+            if os.fork() == 0:
+                try:
+                    deadline = time.monotonic() + 10
+                    while os.getppid() == born and time.monotonic() < deadline:
+                        time.sleep(0.001)
+                    machine.die_with_parent(born)
+                    os.write(write, b"ran on")
+                except BaseException as exc:
+                    os.write(write, repr(exc).encode())
+                finally:
+                    os._exit(0)
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(parent, 0)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read()  # until the grandchild's end closes: it left
+    assert said == b""

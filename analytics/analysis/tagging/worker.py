@@ -51,7 +51,9 @@ ENV_SWITCH = "TRANSCRIPTS_TAG_WORKER"
 JOIN_TIMEOUT_S = 5.0
 
 TagJob = Callable[[Any], list[Tag]]
-"""What the child runs on each job: the tags of the messages the job describes."""
+"""What the child runs on each job: the tags of the messages the job describes. A job that
+travelled through the ring (see ``Ring``) reaches it as a ``memoryview`` of its bytes, valid
+until it returns."""
 
 
 class WorkerGone(Exception):
@@ -147,7 +149,7 @@ class TagWorker:
         self.submitted = 0
         """Jobs submitted in all."""
         self.seconds = 0.0
-        """Time the child spent tagging."""
+        """Time the child (and its helper) spent tagging."""
         self.peak_rss_mib = 0.0
         """The child's peak resident memory."""
         self.gone = False
@@ -340,7 +342,7 @@ def _serve(
                 while received < total:
                     todo.append(jobs.recv())
                     received += 1
-                helper = _Helper.share(tag, ring, todo)
+                helper = _Helper.share(tag, ring, todo, (jobs, results, last))
             if todo:
                 results.send_bytes(_pickled(_answer(tag, ring, todo.popleft())))
             elif helper is not None and helper.jobs:
@@ -358,8 +360,9 @@ def _serve(
                 received += 1
     except (EOFError, OSError, ValueError):  # the parent is gone
         pass
-    if helper is not None:
-        helper.close()
+    finally:
+        if helper is not None:
+            helper.close()
     os._exit(0)  # no atexit handlers, flushes or finalizers of the parent's objects
 
 
@@ -388,25 +391,31 @@ class _Helper:
     MIN_JOBS = 2
     """Fewer jobs left are tagged by the worker alone."""
 
-    def __init__(self, tag: TagJob, ring: Ring, jobs: list[Any]) -> None:
+    def __init__(
+        self, tag: TagJob, ring: Ring, jobs: list[Any], inherited: tuple[Connection, ...]
+    ) -> None:
+        """Fork the helper; ``inherited``: the worker's ends of the parent's pipes, which the
+        helper closes, so that the parent's reads end when the worker dies, helper or not."""
         reader, writer = multiprocessing.get_context("fork").Pipe(duplex=False)
+        worker = os.getpid()
         self.pid = os.fork()
-        if self.pid == 0:  # the helper
-            reader.close()
-            machine.die_with_parent()
+        if self.pid == 0:  # the helper, which never returns into the worker's code
             try:
-                for job in jobs:
-                    writer.send_bytes(_pickled(_answer(tag, ring, job)))
-            except OSError:  # the worker is gone
-                pass
-            os._exit(0)
+                machine.die_with_parent(worker)
+                for end in (reader, *inherited):
+                    end.close()
+                _help(tag, ring, jobs, writer)
+            finally:
+                os._exit(0)
         writer.close()
         self.conn = reader
         self.jobs: deque[Any] = deque(jobs)
         """Its jobs not answered yet, in order."""
 
     @classmethod
-    def share(cls, tag: TagJob, ring: Ring, todo: deque[Any]) -> _Helper | None:
+    def share(
+        cls, tag: TagJob, ring: Ring, todo: deque[Any], inherited: tuple[Connection, ...]
+    ) -> _Helper | None:
         """A helper for the later half of ``todo`` (taken out of it), or None: too few
         jobs, one core, or no fork."""
         if len(todo) < cls.MIN_JOBS or machine.cores() < 2:
@@ -414,7 +423,7 @@ class _Helper:
         keep = (len(todo) + 1) // 2
         theirs = list(todo)[keep:]
         try:
-            helper = cls(tag, ring, theirs)
+            helper = cls(tag, ring, theirs, inherited)
         except OSError:
             return None
         for _ in theirs:
@@ -437,3 +446,27 @@ class _Helper:
             os.waitpid(self.pid, 0)
         except OSError:
             pass
+
+
+def _help(tag: TagJob, ring: Ring, jobs: list[Any], worker: Connection) -> None:
+    """The helper: answer ``jobs`` to the worker, in order. The worker reads the answers only
+    once it answered its own jobs, and a chunk's answer is larger than a pipe holds, so a
+    thread hands them over while the helper tags the next jobs."""
+    answers: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+    sender = threading.Thread(target=_send_all, args=(answers, worker), daemon=True)
+    sender.start()
+    for job in jobs:
+        if not sender.is_alive():  # the worker is gone
+            break
+        answers.put(_pickled(_answer(tag, ring, job)))
+    answers.put(None)
+    sender.join()
+
+
+def _send_all(answers: queue.SimpleQueue[bytes | None], worker: Connection) -> None:
+    """Send ``answers`` to the worker until None (or the worker is gone)."""
+    while (data := answers.get()) is not None:
+        try:
+            worker.send_bytes(data)
+        except OSError:
+            return
