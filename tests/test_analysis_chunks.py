@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -437,22 +438,29 @@ def _helper_lingers(job: int) -> list[Tag]:
     return _slow_tag(job)
 
 
+def _with_lingering_helper(
+    tmp_path: Path, prepare: Callable[[], object]
+) -> tuple[tag_worker.TagWorker, int]:
+    """A worker handed its last four jobs, and the pid of its helper, which lingers on its
+    first job (``_helper_lingers``)."""
+    _MARK.append(tmp_path / "helper")
+    worker = tag_worker.TagWorker(_helper_lingers, prepare=prepare)
+    for job in range(4):
+        worker.submit(job)
+    worker.last_submitted()
+    deadline = time.monotonic() + 30
+    while not _MARK[-1].exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    return worker, int(_MARK[-1].read_text())
+
+
 @needs_worker
 def test_a_dead_worker_is_noticed_while_its_helper_lives_on(tmp_path: Path) -> None:
     """The helper holds no end of the parent's pipes: the parent reads the end of its
     answers as soon as the worker dies."""
-    _MARK.append(tmp_path / "helper")
-    worker = tag_worker.TagWorker(_helper_lingers, prepare=_no_death_signal)
-    helper_pid = 0
+    worker, helper_pid = _with_lingering_helper(tmp_path, _no_death_signal)
     try:
-        for job in range(4):
-            worker.submit(job)
-        worker.last_submitted()
-        deadline = time.monotonic() + 30
-        while not _MARK[-1].exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.05)
-        helper_pid = int(_MARK[-1].read_text())
         assert worker._process.pid is not None
         os.kill(worker._process.pid, signal.SIGKILL)
         start = time.monotonic()
@@ -463,9 +471,8 @@ def test_a_dead_worker_is_noticed_while_its_helper_lives_on(tmp_path: Path) -> N
         assert time.monotonic() - start < 10
     finally:
         worker.close()
-        if helper_pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(helper_pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(helper_pid, signal.SIGKILL)
 
 
 def _running(pid: int) -> bool:
@@ -479,18 +486,8 @@ def _running(pid: int) -> bool:
 
 @needs_worker
 def test_a_worker_closed_with_jobs_out_leaves_no_helper_running(tmp_path: Path) -> None:
-    _MARK.append(tmp_path / "helper")
-    worker = tag_worker.TagWorker(_helper_lingers, prepare=_remember_worker)
-    helper_pid = 0
+    worker, helper_pid = _with_lingering_helper(tmp_path, _remember_worker)
     try:
-        for job in range(4):
-            worker.submit(job)
-        worker.last_submitted()
-        deadline = time.monotonic() + 30
-        while not _MARK[-1].exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.05)
-        helper_pid = int(_MARK[-1].read_text())
         assert _running(helper_pid)
     finally:
         worker.close()
