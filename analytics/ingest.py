@@ -873,7 +873,9 @@ def ingest(
     if rules is not None and analyse:
         _check_rules(Path(rules))
     wait_s = float(os.environ.get("TRANSCRIPTS_LOCK_WAIT", "30"))
-    con = connect(db_path, read_only=False, wait_s=wait_s, exclusive=exclusive)
+    # (the writing connection, opened again between files and after a pool)
+    reopen = partial(connect, db_path, read_only=False, wait_s=wait_s, exclusive=exclusive)
+    con = reopen()
     opened = time.monotonic()
     summary = IngestSummary(db=db_path)
     try:
@@ -893,9 +895,7 @@ def ingest(
         jobs = _new_units(con, units, results) if pool_possible else []
         n_workers = pool_size(jobs, workers)
         if n_workers:
-            done, ticked = _ingest_in_pool(
-                ingestor, db_path, wait_s, jobs, n_workers, progress, exclusive
-            )
+            done, ticked = _ingest_in_pool(ingestor, db_path, reopen, jobs, n_workers, progress)
             con, opened = ingestor.con, time.monotonic()
             for index, result in done.items():
                 results[index] = result
@@ -906,8 +906,7 @@ def ingest(
                 # Let readers (the app, notebooks) in between files: DuckDB allows one
                 # process at a time on a file that a writer holds.
                 con.close()
-                con = connect(db_path, read_only=False, wait_s=wait_s, exclusive=exclusive)
-                ingestor.con = con
+                con = ingestor.con = reopen()
                 opened = time.monotonic()
             results[i] = _ingest_one(ingestor, unit, chosen)
             if progress is not None and i not in ticked:
@@ -934,14 +933,13 @@ def ingest(
 def _ingest_in_pool(
     ingestor: Ingestor,
     db_path: str,
-    wait_s: float,
+    reopen: Callable[[], duckdb.DuckDBPyConnection],
     jobs: list[Job],
     n_workers: int,
     progress: Progress | None,
-    exclusive: bool = False,
 ) -> tuple[dict[int, FileResult], set[int]]:
     """Ingest ``jobs`` in a pool of ``n_workers`` processes and merge what they stored
-    (``ingest_pool.py``); ``ingestor.con`` is closed meanwhile, and open again after.
+    (``ingest_pool.py``); ``ingestor.con`` is closed meanwhile, and ``reopen``-ed after.
     Returns the results that stand (by unit index; the other jobs are left to the caller)
     and the units ``progress`` was told of."""
     con = ingestor.con
@@ -960,7 +958,7 @@ def _ingest_in_pool(
                       RuntimeWarning, stacklevel=2)
         pool, done = [], {}
     finally:
-        con = ingestor.con = connect(db_path, read_only=False, wait_s=wait_s, exclusive=exclusive)
+        con = ingestor.con = reopen()
     try:
         if pool and _written(con) != written:
             # Another writer got in while the lock was free: what the workers were told

@@ -268,7 +268,6 @@ class Ring:
 
     def __init__(self, size: int) -> None:
         self.mem = mmap.mmap(-1, size)
-        self.size = size
         self._placed: deque[InRing | None] = deque()
         """Every job still out, in order: its place, or None (not in the ring)."""
         self._head = 0
@@ -296,10 +295,10 @@ class Ring:
         buffer there is answered; None when they do not fit now."""
         live = [p for p in self._placed if p is not None]
         if not live:
-            return 0 if n <= self.size else None
+            return 0 if n <= len(self.mem) else None
         oldest = live[0].start
         if self._head > oldest:  # the free space is after the head, and before the oldest
-            if self._head + n <= self.size:
+            if self._head + n <= len(self.mem):
                 return self._head
             return 0 if n <= oldest else None
         return self._head if self._head + n <= oldest else None
