@@ -133,6 +133,7 @@ def ingest(
     summary = _run_with_progress(
         targets, _db(db), format, not no_redact, rules, reanalyse=reanalyse, workers=workers
     )
+    _EXIT.fast = True  # the ingest closed its database: nothing left to tear down
     _print_summary(summary)
     if summary.errors:
         raise typer.Exit(1)
@@ -363,27 +364,46 @@ def demo(
         raise typer.Exit(run_app(path, port))
 
 
+class _Exit:
+    fast = False
+    """Set by a command whose work is done and whose databases are closed: the process
+    then ends without the interpreter's teardown (``machine.exit_now``)."""
+
+
+_EXIT = _Exit()
+
+
 def main() -> None:
+    code = _run()
+    if _EXIT.fast:
+        from analytics.machine import exit_now
+
+        exit_now(code)
+    sys.exit(code)
+
+
+def _run() -> int:
+    """The command's exit code; an error is shown as one line."""
     try:
         rc = app(standalone_mode=False)
-        sys.exit(rc if isinstance(rc, int) else 0)
+        return rc if isinstance(rc, int) else 0
     except AnalyticsError as exc:
         err.print(f"Error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return int(exc.exit_code)
     except typer.Abort:
         err.print("Aborted.")
-        sys.exit(1)
+        return 1
     except KeyboardInterrupt:
         err.print("Interrupted.")
-        sys.exit(130)
+        return 130
     except Exception as exc:
         # Usage errors from the (vendored) click parser: shown as click shows them, exit 2.
         show = getattr(exc, "show", None)
         if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
             show()
-            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+            return int(exc.exit_code)  # type: ignore[attr-defined]
         raise
 
 

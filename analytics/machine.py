@@ -1,4 +1,5 @@
-"""What this machine lets the ingest use: cores and memory, within a container's limits.
+"""What this machine lets the ingest use: cores and memory, within a container's limits;
+and how an ingest's processes end.
 
 A container sees the host's cores in ``sched_getaffinity`` and the host's memory in
 ``/proc/meminfo``; its cgroup says what it may use (v2 files at the cgroup root, v1 in
@@ -8,9 +9,12 @@ its memory limit.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 CGROUP = Path("/sys/fs/cgroup")
 """Where a container's limits are read."""
@@ -69,3 +73,20 @@ def die_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:  # it died before the call
         os._exit(1)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End this process with ``code`` without the interpreter's teardown, which frees every
+    module's objects one by one: a third of a second once spaCy, pandas and DuckDB are
+    loaded, longer than an unchanged re-ingest takes. The ``atexit`` handlers still run (child
+    processes are joined), and stdout and stderr are flushed. Only for a process whose work
+    is done: its databases closed, no thread of its own still writing."""
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # (a closed pipe or stream: nothing more to say)
+                pass
+        os._exit(code)

@@ -8,8 +8,8 @@ is PSS summed over the step's processes, or the largest one's RSS if higher):
   (a) transcripts ingest (parse + store, no analysis)   goal <= 2x read_json
   (a') full ingest with tagging and analysis            goal <= 4x read_json (issue 3)
        (also shown without the BM25 index build, which is a separate cost)
-Each ingest step calls ``ingest(..., exclusive=True)`` in a fresh process, as the
-``transcripts ingest`` command does (see ``store.db.connect``).
+Each ingest step calls ``ingest(..., exclusive=True)`` in a fresh process and ends it with
+``machine.exit_now``, as the ``transcripts ingest`` command does (see ``store.db.connect``).
 Set TRANSCRIPTS_TIMING=1 to see where an ingest spends its time.
   (b) duckdb read_json of the file into a table         the reference (best of two runs)
   re-ingest of the unchanged file                       goal <= 2% of (a')
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import write_corpus  # noqa: E402
 from _rss import run_measured  # noqa: E402
 
-CHECK = "; raise SystemExit(1 if s.errors else 0)"
+CHECK = "; from analytics.machine import exit_now; exit_now(1 if s.errors else 0)"
 
 
 def run(code: str) -> float:

@@ -74,7 +74,7 @@ def main() -> None:
         return (
             "from analytics.ingest import ingest; "
             f"s = ingest([r'{src}'], db=r'{db}', exclusive=True{options}); "
-            "raise SystemExit(1 if s.errors else 0)"
+            "from analytics.machine import exit_now; exit_now(1 if s.errors else 0)"
         )
 
     ref = min(run(read_json(work / "ref.duckdb")), run(read_json(work / "ref2.duckdb")))

@@ -108,7 +108,7 @@ def ingest_with_tagging(records: int) -> None:
             return (
                 "from analytics.ingest import ingest; "
                 f"s = ingest([r'{src}'], db=r'{work / db}', build_index=False, exclusive=True{options}); "
-                "raise SystemExit(1 if s.errors else 0)"
+                "from analytics.machine import exit_now; exit_now(1 if s.errors else 0)"
             )
 
         def timed_run(code: str, what: str) -> float:

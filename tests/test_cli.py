@@ -136,3 +136,30 @@ def test_a_duckdb_file_without_our_schema_is_one_clear_line(tmp_path: Path) -> N
     res = _run("sessions", "--db", str(db), cwd=tmp_path)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "transcripts ingest" in res.stderr
+
+
+def test_exit_now_runs_atexit_flushes_and_keeps_the_code(tmp_path: Path) -> None:
+    code = (
+        "import atexit; atexit.register(lambda: print('handler ran'));"
+        "from analytics.machine import exit_now; print('work done', end=' '); exit_now(3)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 3
+    assert res.stdout == "work done handler ran\n"
+
+
+def test_ingest_command_ends_fast_with_its_database_closed(tmp_path: Path) -> None:
+    """The ingest command skips the interpreter's teardown: its summary is still printed,
+    its exit code kept, and its database left checkpointed (no write-ahead log)."""
+    from analytics.samples_path import samples_dir
+
+    db = tmp_path / "t.duckdb"
+    res = _run("ingest", str(samples_dir()), "--db", str(db), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "Ingest summary" in res.stdout
+    assert db.exists() and not Path(str(db) + ".wal").exists()
+    bad = tmp_path / "notes.md"
+    bad.write_text("# not a transcript\n")
+    res = _run("ingest", str(bad), "--db", str(db), cwd=tmp_path)
+    assert res.returncode == 1 and "notes.md" in res.stderr
+    assert not Path(str(db) + ".wal").exists()
