@@ -608,3 +608,28 @@ def test_tables_are_sorted_only_when_out_of_order() -> None:
     shuffled = pa.table({"msg_idx": [5, 1, 2], "text": ["d", "a", "b"]})
     assert _sorted(shuffled, "msg_idx").to_pylist() == shuffled.sort_by("msg_idx").to_pylist()
     assert _sorted(shuffled.slice(0, 0), "msg_idx").num_rows == 0
+
+
+def test_new_tag_rows_of_a_table_are_new_tags_of_the_list() -> None:
+    """The ingest process filters the worker's tags as a table: the same rows, in the same
+    order, as ``new_tags`` keeps of the records; ``tag_keys`` names those of the tail."""
+    import random
+
+    from analytics.store.writer import to_arrow
+
+    rnd = random.Random(5)
+    for _ in range(200):
+        lo = rnd.randint(0, 30)
+        tags = sorted(
+            {(i, rnd.choice("abcd")) for i in range(max(0, lo - 10), lo + 20) if rnd.random() < 0.6}
+        )
+        records = [Tag(session_id="s", msg_idx=i, tag=t, evidence=f"{i}{t}") for i, t in tags]
+        mine = {i for i in range(lo, lo + 20) if rnd.random() < 0.9}
+        records = [r for r in records if r.msg_idx in mine or r.msg_idx < lo]
+        known = {(i, t) for i, t in tags if rnd.random() < 0.5}
+        table = run.new_tag_rows(to_arrow("tags", records), mine, known)
+        assert table.equals(to_arrow("tags", run.new_tags(records, mine, known)))
+        tail = lo + rnd.randint(0, 20)
+        assert run.tag_keys(table, tail) == {
+            (t.msg_idx, t.tag) for t in run.new_tags(records, mine, known) if t.msg_idx >= tail
+        }

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from analytics.analysis.rows import (
     Tables,
@@ -42,7 +43,7 @@ from analytics.models import (
     ServerEvent,
     Tag,
 )
-from analytics.store.writer import append
+from analytics.store.writer import append, append_table, to_arrow
 from analytics.timing import PEAK_RSS_MIB, TIMINGS, timed
 
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ class _Chunk:
     """msg_idx of the chunk's messages."""
     tail: int
     """msg_idx from which the chunk's tags are context for the next chunk."""
-    tags: list[Tag] | None = None
-    """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them."""
+    tags: pa.Table | None = None
+    """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them (``to_arrow``)."""
     outputs: MessageOutputs = field(default_factory=MessageOutputs)
 
     def tag_here(self, tagger: Tagger) -> list[MessageContext]:
@@ -91,7 +92,7 @@ class _Chunk:
             contexts = contexts_from_tables(self.tables)
             before = contexts_from_tables(self.before)
         with timed("tagging"):
-            self.tags = tag_in_context(tagger, contexts, before)
+            self.tags = to_arrow("tags", tag_in_context(tagger, contexts, before))
         self.tables = self.before = None
         return contexts
 
@@ -113,6 +114,27 @@ def new_tags(tags: list[Tag], mine: set[int], known: set[tuple[int, str]] | None
     are not ``known`` (stored already)."""
     seen = known or set()
     return [t for t in tags if t.msg_idx in mine or (t.msg_idx, t.tag) not in seen]
+
+
+def new_tag_rows(tags: pa.Table, mine: set[int], known: set[tuple[int, str]]) -> pa.Table:
+    """``new_tags`` of a table of tags (``to_arrow("tags", …)``), in the same order."""
+    inside = pc.is_in(tags.column("msg_idx"), value_set=pa.array(sorted(mine), pa.int32()))
+    flags: list[bool] = inside.to_pylist()
+    if all(flags):
+        return tags
+    keep = [
+        ok or (i, t) not in known
+        for ok, i, t in zip(
+            flags, tags.column("msg_idx").to_pylist(), tags.column("tag").to_pylist(), strict=True
+        )
+    ]
+    return tags.filter(pa.array(keep, pa.bool_()))
+
+
+def tag_keys(tags: pa.Table, from_idx: int) -> set[tuple[int, str]]:
+    """(msg_idx, tag) of the rows of a table of tags on messages ``msg_idx >= from_idx``."""
+    late = tags.filter(pc.greater_equal(tags.column("msg_idx"), from_idx))
+    return set(zip(late.column("msg_idx").to_pylist(), late.column("tag").to_pylist(), strict=True))
 
 
 class Analyser:
@@ -209,15 +231,18 @@ class Analyser:
         tool calls just completed), replacing any analysis rows they had."""
         return MessageRun(self, con, session_id, start_idx, extra_idx).finish()
 
-    def _tag_packed(self, packed: bytes | pa.Buffer | memoryview) -> list[Tag]:
+    def _tag_packed(self, packed: bytes | pa.Buffer | memoryview) -> pa.Buffer:
         """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
-        before it, handed over as ``pack(*margin, *chunk)``."""
+        before it, handed over as ``pack(*margin, *chunk)``; the tags packed as a table
+        (``to_arrow``), which the ingest process stores as it is: no pydantic record
+        unpickled, nor converted to Arrow, there."""
         before_msgs, before_calls, msgs, calls = unpack(packed, 4)
-        return tag_in_context(
+        tags = tag_in_context(
             self.tagger,
             contexts_from_tables((msgs, calls)),
             contexts_from_tables((before_msgs, before_calls)),
         )
+        return pack(to_arrow("tags", tags))
 
     def _restore_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
         from analytics.analysis.tooling import ToolingExtractor
@@ -267,8 +292,14 @@ class Analyser:
             )
 
     @staticmethod
-    def _write(con: duckdb.DuckDBPyConnection, out: MessageOutputs) -> None:
-        append(con, "tags", out.tags)
+    def _write(
+        con: duckdb.DuckDBPyConnection, out: MessageOutputs, tags: pa.Table | None = None
+    ) -> None:
+        """Store ``out``; ``tags``: its tags as a table, stored instead of ``out.tags``."""
+        if tags is None:
+            append(con, "tags", out.tags)
+        else:
+            append_table(con, "tags", tags)
         append(con, "polling_loops", out.polling)
         append(con, "launches", out.launches)
         append(con, "server_events", out.events)
@@ -435,7 +466,7 @@ class MessageRun:
                 )
                 contexts: list[MessageContext] | None = None
                 if not indices:
-                    chunk.tags, chunk.tables, chunk.before = [], None, None
+                    chunk.tags, chunk.tables, chunk.before = to_arrow("tags", []), None, None
                 elif worker is not None and not worker.gone and worker.outstanding < backlog:
                     worker.submit(pack(*self.before, *tables))
                 else:  # no worker, or it has enough to do: tag this chunk here
@@ -499,7 +530,7 @@ class MessageRun:
                 assert worker is not None  # only chunks handed to the worker wait for tags
                 try:
                     with timed("tagging (waiting for the worker)"):
-                        tags = worker.take(block)
+                        packed = worker.take(block)
                 except WorkerGone as exc:
                     warnings.warn(f"tagging worker failed ({exc}); tagging in this process",
                                   RuntimeWarning, stacklevel=2)
@@ -509,17 +540,16 @@ class MessageRun:
                         if chunk.tags is None:
                             chunk.tag_here(self.analyser.tagger)
                     continue
-                if tags is None:
+                if packed is None:
                     break
-                head.tags, head.tables, head.before = tags, None, None  # answers come in order
+                # (answers come in order)
+                head.tags, head.tables, head.before = unpack(packed, 1)[0], None, None
                 continue
             pending.popleft()
-            head.outputs.tags = new_tags(head.tags, head.mine, self.known)
+            tags = new_tag_rows(head.tags, head.mine, self.known)
             with timed("write analysis"):
-                self.analyser._write(self.con, head.outputs)
-            self.known = {k for k in self.known if k[0] >= head.tail} | {
-                (t.msg_idx, t.tag) for t in head.outputs.tags if t.msg_idx >= head.tail
-            }
+                self.analyser._write(self.con, head.outputs, tags)
+            self.known = {k for k in self.known if k[0] >= head.tail} | tag_keys(tags, head.tail)
 
 
 def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> None:

@@ -129,9 +129,15 @@ def append(
     view, which an ingest of many small files pays a dozen times per file."""
     if not rows:
         return 0
-    arrow_rows = to_arrow(table, rows, extra)  # noqa: F841 - read by the query, by name
+    return append_table(con, table, to_arrow(table, rows, extra))
+
+
+def append_table(con: duckdb.DuckDBPyConnection, table: str, arrow_rows: pa.Table) -> int:
+    """Append an Arrow table of ``table``'s columns (as ``to_arrow`` builds it)."""
+    if not arrow_rows.num_rows:
+        return 0
     con.execute(_insert_sql(table, "arrow_rows"))  # (in this frame: DuckDB looks here)
-    return len(rows)
+    return int(arrow_rows.num_rows)
 
 
 def _insert_sql(table: str, source: str) -> str:

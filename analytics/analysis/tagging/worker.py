@@ -44,16 +44,15 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any, NamedTuple
 
 from analytics import machine
-from analytics.models import Tag
 
 ENV_SWITCH = "TRANSCRIPTS_TAG_WORKER"
 """Set to ``0`` to tag in the ingest process only."""
 JOIN_TIMEOUT_S = 5.0
 
-TagJob = Callable[[Any], list[Tag]]
-"""What the child runs on each job: the tags of the messages the job describes. A job that
-travelled through the ring (see ``Ring``) reaches it as a ``memoryview`` of its bytes, valid
-until it returns."""
+TagJob = Callable[[Any], Any]
+"""What the child runs on each job: the tags of the messages the job describes (a list of
+``Tag``, or packed as a table), picklable. A job that travelled through the ring (see
+``Ring``) reaches it as a ``memoryview`` of its bytes, valid until it returns."""
 
 
 class WorkerGone(Exception):
@@ -174,7 +173,7 @@ class TagWorker:
         except OSError:  # the child is gone: the receiver says so
             pass
 
-    def take(self, block: bool) -> list[Tag] | None:
+    def take(self, block: bool) -> Any | None:
         """Tags of the oldest chunk still out (None when ``block`` is false and they are not
         there yet); raises ``WorkerGone`` when the worker cannot deliver them."""
         if self.gone:
@@ -190,8 +189,7 @@ class TagWorker:
         self._ring.release()
         self.seconds += reply[2]
         self.peak_rss_mib = max(self.peak_rss_mib, reply[3])
-        tags: list[Tag] = reply[1]
-        return tags
+        return reply[1]
 
     def close(self) -> None:
         """Stop the child: let it leave once it answered everything, or at once when answers
