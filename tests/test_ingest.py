@@ -581,3 +581,44 @@ def test_an_exclusive_ingest_stores_the_same_tables(tmp_path: Path) -> None:
         summary = ingest([src], db=db, exclusive=exclusive, workers=1)
         assert [f.status for f in summary.files if f.status != "unchanged"] == ["appended"]
     assert all_tables(dbs[True]) == all_tables(dbs[False])
+
+
+@pytest.mark.parametrize(("cores", "given", "during"), [(2, 4, 1), (8, 4, 4), (8, 16, 6)])
+def test_duckdb_runs_on_fewer_threads_while_a_file_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int, given: int, during: int
+) -> None:
+    """All cores but two, or fewer if the connection had fewer (an ingest pool's worker);
+    the connection's setting is back afterwards, a failed load included."""
+    from analytics import ingest as ingest_module
+    from analytics.samples_path import sample_inputs
+    from analytics.store.db import connect
+
+    monkeypatch.setattr(ingest_module.machine, "cores", lambda: cores)
+    seen: list[int] = []
+    load = ingest_module.Ingestor._load
+
+    def spy(self: ingest_module.Ingestor, *args: object) -> ingest_module.FileResult:
+        seen.append(int(self.con.execute("SELECT current_setting('threads')").fetchone()[0]))
+        return load(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module.Ingestor, "_load", spy)
+    con = connect(tmp_path / "t.duckdb", read_only=False)
+    try:
+        con.execute(f"SET threads = {given}")
+        ingestor = ingest_module.Ingestor(con, analyse=False)
+        sample, fmt, _ = next(u for u in ingest_module.iter_units(sample_inputs()) if u[0].is_file())
+        result = ingestor.ingest_unit(sample, fmt or "")
+        assert result.status == "ingested" and seen == [during]
+        assert con.execute("SELECT current_setting('threads')").fetchone()[0] == given
+
+        def fail(self: ingest_module.Ingestor, *args: object) -> None:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(ingest_module.Ingestor, "_load", fail)
+        other = tmp_path / sample.name
+        shutil.copy(sample, other)
+        with pytest.raises(RuntimeError):
+            ingestor.ingest_unit(other, fmt or "")
+        assert con.execute("SELECT current_setting('threads')").fetchone()[0] == given
+    finally:
+        con.close()
