@@ -18,6 +18,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -131,12 +132,29 @@ def _unit_files(path: Path) -> list[Path]:
 
 
 def load_threads() -> int:
-    """DuckDB's threads while a file is loaded: all cores but two, at least one. The parse
+    """DuckDB's threads while a file is parsed: all cores but two, at least one. The parse
     keeps a core busy, and so does the tagging worker; DuckDB threads on those cores only
     take CPU from them. On two cores, one thread instead of two cut the ingest process's CPU
     by a sixth (a second of 6.9 s on the 100k-record benchmark) and its wall time by 0.4–0.8 s,
     with the same rows stored."""
     return max(1, machine.cores() - 2)
+
+
+@contextmanager
+def parse_threads(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DuckDB on ``load_threads()`` threads at most meanwhile (an ingest pool's worker gives
+    it fewer); its setting is back afterwards. After the parse (the bulk insert of a staged
+    file, the session analysis, the commit) the cores are DuckDB's again."""
+    row = con.execute("SELECT current_setting('threads')").fetchone()
+    threads = int(row[0]) if row is not None else None
+    if threads is not None:
+        con.execute(f"SET threads = {min(threads, load_threads())}")
+    try:
+        yield
+    finally:
+        if threads is not None:
+            with contextlib.suppress(duckdb.Error):  # (a failed parse says why, not this)
+                con.execute(f"SET threads = {threads}")
 
 
 def fingerprint(path: Path) -> tuple[int, float]:
@@ -566,24 +584,14 @@ class Ingestor:
         sha_of: Callable[[], str], prev: dict[str, Any] | None = None,
         resume: Resume | None = None,
     ) -> FileResult:
-        """``_load`` in a transaction of its own, DuckDB on ``load_threads()`` threads at
-        most (an ingest pool's worker gives it fewer)."""
-        con = self.con
-        threads = con.execute("SELECT current_setting('threads')").fetchone()
-        if threads is not None:
-            con.execute(f"SET threads = {min(int(threads[0]), load_threads())}")
+        """``_load`` in a transaction of its own."""
+        self.con.execute("BEGIN TRANSACTION")
         try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                result = self._load(path, key, fmt, module, size, mtime, sha_of, prev, resume)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-        finally:
-            if threads is not None:
-                with contextlib.suppress(duckdb.Error):  # (a failed load says why, not this)
-                    con.execute(f"SET threads = {int(threads[0])}")
+            result = self._load(path, key, fmt, module, size, mtime, sha_of, prev, resume)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
         return result
 
     def _unchanged(self, key: str, fmt: str, prev: dict[str, Any]) -> FileResult:
@@ -665,8 +673,9 @@ class Ingestor:
         """Parse ``path`` into ``loader``; returns what ``loader.finish`` returns."""
         try:
             with no_cyclic_gc(), timed("parse + redact + store"):
-                for item in module.parse(path, ledger, resume):
-                    loader.add(item)
+                with parse_threads(loader.con):
+                    for item in module.parse(path, ledger, resume):
+                        loader.add(item)
                 return loader.finish()
         finally:
             if staging is not None:

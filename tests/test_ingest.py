@@ -584,37 +584,37 @@ def test_an_exclusive_ingest_stores_the_same_tables(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("cores", "given", "during"), [(2, 4, 1), (8, 4, 4), (8, 16, 6)])
-def test_duckdb_runs_on_fewer_threads_while_a_file_is_loaded(
+def test_duckdb_runs_on_fewer_threads_while_a_file_is_parsed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int, given: int, during: int
 ) -> None:
     """All cores but two, or fewer if the connection had fewer (an ingest pool's worker);
-    the connection's setting is back afterwards, a failed load included."""
+    the connection's setting is back afterwards, a failed parse included."""
     from analytics import ingest as ingest_module
     from analytics.samples_path import sample_inputs
     from analytics.store.db import connect
 
     monkeypatch.setattr(ingest_module.machine, "cores", lambda: cores)
-    seen: list[int] = []
-    load = ingest_module.Ingestor._load
+    seen: set[int] = set()
+    add = ingest_module._FileLoader.add
 
-    def spy(self: ingest_module.Ingestor, *args: object) -> ingest_module.FileResult:
-        seen.append(int(self.con.execute("SELECT current_setting('threads')").fetchone()[0]))
-        return load(self, *args)  # type: ignore[arg-type]
+    def spy(self: ingest_module._FileLoader, item: object) -> None:
+        seen.add(int(self.con.execute("SELECT current_setting('threads')").fetchone()[0]))
+        add(self, item)
 
-    monkeypatch.setattr(ingest_module.Ingestor, "_load", spy)
+    monkeypatch.setattr(ingest_module._FileLoader, "add", spy)
     con = connect(tmp_path / "t.duckdb", read_only=False)
     try:
         con.execute(f"SET threads = {given}")
         ingestor = ingest_module.Ingestor(con, analyse=False)
         sample, fmt, _ = next(u for u in ingest_module.iter_units(sample_inputs()) if u[0].is_file())
         result = ingestor.ingest_unit(sample, fmt or "")
-        assert result.status == "ingested" and seen == [during]
+        assert result.status == "ingested" and seen == {during}
         assert con.execute("SELECT current_setting('threads')").fetchone()[0] == given
 
-        def fail(self: ingest_module.Ingestor, *args: object) -> None:
+        def fail(self: ingest_module._FileLoader, item: object) -> None:
             raise RuntimeError("boom")
 
-        monkeypatch.setattr(ingest_module.Ingestor, "_load", fail)
+        monkeypatch.setattr(ingest_module._FileLoader, "add", fail)
         other = tmp_path / sample.name
         shutil.copy(sample, other)
         with pytest.raises(RuntimeError):
