@@ -30,6 +30,7 @@ import orjson
 
 from analytics import machine
 from analytics.errors import AnalyticsError, DatabaseLockedError
+from analytics.formats import FORMATS
 from analytics.gcpause import no_cyclic_gc
 from analytics.ingest_pool import (
     Job,
@@ -39,24 +40,15 @@ from analytics.ingest_pool import (
     remove_dead_pool_folders,
     run_pool,
 )
-from analytics.models import (
-    Ledger,
-    Message,
-    Quarantined,
-    RawRecord,
-    Resume,
-    Session,
-    ToolCall,
-    ToolResult,
-)
 from analytics.store.db import connect, default_db, sql_string
 from analytics.timing import report as report_timings
 from analytics.timing import timed
 
-if TYPE_CHECKING:  # the writer (pyarrow) is imported when a file is loaded, not for no-op runs
+if TYPE_CHECKING:  # (imported when a file is loaded, not for no-op runs)
+    from analytics.ingest_load import FileLoader
+    from analytics.models import Ledger, Resume
     from analytics.store.writer import Staging
 
-FLUSH_EVERY = 10_000
 STAGE_ABOVE = 192 * 2**20
 """Files with more new bytes than this are staged through Parquet (bounded memory: DuckDB
 holds an open transaction's rows in memory). Below it rows go straight in, which lets the
@@ -64,12 +56,6 @@ analysis run while the file is parsed; a 190 MB file peaks at about 1 GB that wa
 STAGE_ABOVE_UNANALYSED = 64 * 2**20
 """The same when nothing is analysed: no stream needs the rows before the commit, so files
 are staged sooner (less memory, and no slower)."""
-STREAM_LAG = 1000
-"""Messages at the end of what is stored that the analysis stream leaves for later: their
-tool calls may still be on their way (a call is stored when its result arrives)."""
-PREFORK_BYTES = 32 * 2**20
-"""A file at least this large is expected to be streamed: its tagging worker is forked
-before the parse starts, to load spaCy meanwhile."""
 RELEASE_LOCK_EVERY_S = 1.0
 SESSION_TABLES = (
     "messages", "tool_calls", "tags", "polling_loops", "launches", "server_events",
@@ -217,243 +203,8 @@ def content_shas(path: Path, marks: Iterable[int] = ()) -> tuple[str, dict[int, 
 
 
 # ---------------------------------------------------------------------------
-# Parsing one unit into the store
-# ---------------------------------------------------------------------------
-
-
-class _FileLoader:
-    """Streams one parser's items into the tables, in chunks, inside the caller's transaction."""
-
-    def __init__(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        path: str,
-        redactor: Any | None,
-        taken_sessions: dict[str, str],
-        staging: Staging | None = None,
-    ) -> None:
-        self.con = con
-        self.path = path
-        self.staging = staging
-        self._put: Callable[..., int] = (
-            staging.append if staging is not None else partial(_direct_append, con)
-        )
-        self.redactor = redactor
-        self.taken = taken_sessions
-        self.remap: dict[str, str] = {}
-        self.sessions: dict[str, Session] = {}
-        self.messages: list[Message] = []
-        self.calls: list[ToolCall] = []
-        self.raws: list[RawRecord] = []
-        self.quarantined: list[Quarantined] = []
-        self.redactions: list[Any] = []
-        self.orphans: list[ToolResult] = []
-        self.n_messages = 0
-        self.first_idx: dict[str, int] = {}
-        self.last_idx: dict[str, int] = {}
-        """The latest message of each session (stored by the next flush)."""
-        self.stream: _AnalysisStream | None = None
-        """Analysis that runs while the file is parsed (see :class:`_AnalysisStream`)."""
-
-    def _sid(self, sid: str | None) -> str | None:
-        if sid is None:
-            return None
-        return self.remap.get(sid, sid)
-
-    def _claim_session(self, s: Session) -> None:
-        owner = self.taken.get(s.session_id)
-        if owner is not None and owner != self.path and s.session_id not in self.remap:
-            # Same native session stored from another file (e.g. a copy): keep both, apart.
-            suffix = hashlib.sha256(self.path.encode()).hexdigest()[:8]
-            self.remap[s.session_id] = f"{s.session_id}@{suffix}"
-
-    def add(self, item: Any) -> None:
-        if isinstance(item, Message):
-            if self.remap and item.session_id in self.remap:
-                item.session_id = self.remap[item.session_id]
-            if self.redactor is not None:
-                item.text = self._redact(item.session_id, item.msg_idx, "text", item.text)
-            self.first_idx.setdefault(item.session_id, item.msg_idx)
-            self.last_idx[item.session_id] = item.msg_idx
-            if self.stream is not None:
-                self.stream.check(item.session_id, item.msg_idx)
-            self.messages.append(item)
-            self.n_messages += 1
-        elif isinstance(item, ToolCall):
-            if self.remap and item.session_id in self.remap:
-                item.session_id = self.remap[item.session_id]
-            if self.redactor is not None:
-                for fld in ("command", "input", "output"):
-                    val = getattr(item, fld)
-                    if val:
-                        setattr(item, fld, self._redact(item.session_id, item.msg_idx, fld, val))
-            if self.stream is not None:  # (its result comes after it: msg_idx is the first)
-                self.stream.check(item.session_id, item.msg_idx)
-            self.calls.append(item)
-        elif isinstance(item, Session):
-            item.source_path = self.path
-            self._claim_session(item)
-            item.session_id = self._sid(item.session_id) or item.session_id
-            item.parent_session_id = self._sid(item.parent_session_id)
-            prev = self.sessions.get(item.session_id)
-            if prev is None:
-                self.sessions[item.session_id] = item
-            else:
-                for name, value in item.model_dump(exclude_none=True).items():
-                    setattr(prev, name, value)
-        elif isinstance(item, ToolResult):
-            item.session_id = self._sid(item.session_id) or item.session_id
-            if self.redactor is not None and item.output:
-                item.output = self._redact(item.session_id, item.result_msg_idx, "output", item.output)
-            self.orphans.append(item)
-        elif isinstance(item, RawRecord):
-            item.session_id = self._sid(item.session_id)
-            if self.redactor is not None:
-                item.raw = self._redact(item.session_id, None, "raw", item.raw)
-            self.raws.append(item)
-        elif isinstance(item, Quarantined):
-            if self.redactor is not None:
-                item.raw = self._redact(None, None, "quarantine", item.raw)
-            self.quarantined.append(item)
-        if len(self.messages) + len(self.calls) + len(self.raws) >= FLUSH_EVERY:
-            self.flush()
-
-    def _redact(self, sid: str | None, idx: int | None, fld: str, text: str) -> str:
-        new, counts = self.redactor.redact(text)  # type: ignore[union-attr]
-        for kind, count in counts.items():
-            self.redactions.append(_Redaction(sid, idx, fld, kind, count))
-        return new
-
-    def flush(self) -> None:
-        put = self._put
-        put("messages", self.messages)
-        put("tool_calls", self.calls)
-        put("raw_records", self.raws, extra={"path": self.path})
-        put("quarantine", self.quarantined, extra={"path": self.path})
-        put("redactions", self.redactions, extra={"path": self.path})
-        self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
-        if self.stream is not None:
-            self.stream.stored(self.first_idx, self.last_idx)
-
-    def finish(self) -> list[tuple[str, int]]:
-        """Flush, store sessions and apply orphan results; return (session, msg_idx) of calls
-        completed by those results."""
-        self.flush()
-        if self.staging is not None:
-            self.staging.load(self.con)
-        for s in self.sessions.values():
-            self.con.execute("DELETE FROM sessions WHERE session_id = ?", [s.session_id])
-            cols = list(Session.model_fields)
-            self.con.execute(
-                f"INSERT INTO sessions ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [getattr(s, c) for c in cols],
-            )
-        touched: list[tuple[str, int]] = []
-        for r in self.orphans:
-            row = self.con.execute(
-                """
-                UPDATE tool_calls SET output = ?, status = ?, exit_code = coalesce(?, exit_code),
-                    ended_at = ?, result_msg_idx = ?,
-                    duration_s = date_diff('millisecond', started_at, ?) / 1000.0
-                WHERE session_id = ? AND call_id = ? RETURNING msg_idx
-                """,
-                [r.output, r.status, r.exit_code, r.ended_at, r.result_msg_idx, r.ended_at,
-                 r.session_id, r.call_id],
-            ).fetchall()
-            if not row and r.result_msg_idx is not None:
-                # A result whose call was never seen (the call was in a file we do not have):
-                # keep it as a call of unknown tool on the message that carries the result.
-                # (straight into the table: staged rows were loaded already)
-                _direct_append(self.con, "tool_calls", [ToolCall(
-                    session_id=r.session_id, msg_idx=r.result_msg_idx, call_id=r.call_id,
-                    output=r.output, status=r.status, exit_code=r.exit_code,
-                    ended_at=r.ended_at, result_msg_idx=r.result_msg_idx,
-                )])
-            touched.extend((r.session_id, x[0]) for x in row)
-            if r.result_msg_idx is not None:
-                touched.append((r.session_id, r.result_msg_idx))
-        return touched
-
-
-@dataclass
-class _Redaction:
-    session_id: str | None
-    msg_idx: int | None
-    field: str
-    kind: str
-    count: int
-
-
-# ---------------------------------------------------------------------------
 # The pipeline
 # ---------------------------------------------------------------------------
-
-
-class _AnalysisStream:
-    """Message-level analysis of a long file's main session while the file is still parsed.
-
-    After each flush the messages stored so far, but for the last ``STREAM_LAG`` (their tool
-    calls may not have come back yet), are fed to a :class:`~analytics.analysis.run.MessageRun`:
-    its worker process tags them on the second core while this one parses on. The result is
-    kept only if nothing it read changed later, i.e. no message or tool call of the session
-    arrived below the point already analysed (a result that came back much later, a call
-    completed by an orphan result); otherwise the session is analysed again from scratch,
-    after the parse, exactly as without the stream.
-    """
-
-    def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int) -> None:
-        from analytics.analysis.tagging import worker as tag_worker
-
-        self.analyser, self.con = analyser, con
-        self.run: Any | None = None  # a MessageRun once a session is long enough
-        self.session_id: str | None = None
-        self.late = False
-        self.worker: Any | None = None
-        """Forked up front for a large file, so that it loads spaCy while the first rows
-        are parsed; the run takes it over (or it is stopped unused)."""
-        if size >= PREFORK_BYTES:
-            self.worker = tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
-
-    def check(self, session_id: str, msg_idx: int) -> None:
-        """A message or call of ``msg_idx`` arrives: too late if that part is analysed."""
-        if self.run is not None and session_id == self.session_id and msg_idx < self.run.next_lo:
-            self.late = True
-
-    def stored(self, first_idx: dict[str, int], last_idx: dict[str, int]) -> None:
-        """Everything added so far is stored: feed what is safe to analyse."""
-        from analytics.analysis.run import CHUNK, MessageRun
-
-        if self.late:
-            return
-        if self.run is None:
-            sid = max(last_idx, key=lambda s: last_idx[s] - first_idx[s], default=None)
-            if sid is None or last_idx[sid] - STREAM_LAG - first_idx[sid] + 1 < 2 * CHUNK:
-                return  # short sessions are analysed after the parse
-            self.session_id = sid
-            self.run = MessageRun(self.analyser, self.con, sid, first_idx[sid], worker=self.worker)
-            self.worker = None
-        assert self.session_id is not None
-        self.run.feed(last_idx[self.session_id] - STREAM_LAG)
-
-    def finish(self, start: int, extra: list[int]) -> None:
-        """After the parse: analyse the rest of the session, or all of it again if
-        something arrived late; ``extra`` are messages whose calls the load completed."""
-        run = self.run
-        assert run is not None
-        if self.late or any(i < run.next_lo for i in extra):
-            run.stop_worker()
-            self.analyser.clear_from(self.con, self.session_id, start)
-            self.analyser.run_messages(self.con, self.session_id, start, extra)
-            return
-        run.finish()
-
-    def abort(self) -> None:
-        """Stop the worker, whoever holds it (a no-op once the run closed it)."""
-        if self.run is not None:
-            self.run.stop_worker()
-        if self.worker is not None:
-            self.worker.close()
-            self.worker = None
 
 
 def _delete_path(con: duckdb.DuckDBPyConnection, path: str) -> None:
@@ -467,12 +218,6 @@ def _delete_path(con: duckdb.DuckDBPyConnection, path: str) -> None:
     con.execute("DELETE FROM quarantine WHERE path = ?", [path])
     con.execute("DELETE FROM redactions WHERE path = ?", [path])
     con.execute("DELETE FROM ingest_files WHERE path = ?", [path])
-
-
-def _direct_append(con: duckdb.DuckDBPyConnection, table: str, rows: Any, **kw: Any) -> int:
-    from analytics.store.writer import append
-
-    return append(con, table, rows, **kw)
 
 
 def _previous(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, Any] | None:
@@ -545,11 +290,11 @@ class Ingestor:
         from analytics.sources.detect import get_module
 
         key = str(path.resolve())
-        module = get_module(fmt)
         size, mtime = fingerprint(path)
         prev = _previous(self.con, key)
         if prev and prev["bytes"] == size and prev["mtime"] == mtime and prev["format"] == fmt:
             return self._unchanged(key, fmt, prev)
+        module = get_module(fmt)  # (the parser: not imported for an unchanged file)
         if prev is None and path.is_file():
             # Nothing stored to compare with: the file (its first ``size`` bytes) is hashed
             # on a thread while it is parsed; hashlib and reads release the GIL.
@@ -636,6 +381,8 @@ class Ingestor:
             raise
 
     def _resume_from(self, key: str, prev: dict[str, Any]) -> Resume:
+        from analytics.models import Resume
+
         rows = self.con.execute(
             "SELECT m.session_id, max(m.msg_idx) + 1 FROM messages m JOIN sessions s "
             "USING (session_id) WHERE s.source_path = ? GROUP BY 1",
@@ -648,7 +395,7 @@ class Ingestor:
         )
 
     def _analyse_loaded(
-        self, loader: _FileLoader, touched: list[tuple[str, int]], fresh: bool = False
+        self, loader: FileLoader, touched: list[tuple[str, int]], fresh: bool = False
     ) -> None:
         """Message- and session-level analysis of what a load stored (and of the earlier
         messages whose calls it completed). ``fresh``: a file never stored before (its
@@ -667,7 +414,7 @@ class Ingestor:
 
     @staticmethod
     def _parse(
-        module: Any, path: Path, ledger: Ledger, resume: Resume | None, loader: _FileLoader,
+        module: Any, path: Path, ledger: Ledger, resume: Resume | None, loader: FileLoader,
         staging: Staging | None,
     ) -> list[tuple[str, int]]:
         """Parse ``path`` into ``loader``; returns what ``loader.finish`` returns."""
@@ -693,6 +440,9 @@ class Ingestor:
         prev: dict[str, Any] | None,
         resume: Resume | None,
     ) -> FileResult:
+        from analytics.ingest_load import AnalysisStream, FileLoader
+        from analytics.models import Ledger
+
         con = self.con
         base_read = base_stored = base_quarantined = 0
         base_unknown: dict[str, int] = {}
@@ -725,10 +475,10 @@ class Ingestor:
             from analytics.store.writer import Staging
 
             staging = Staging(self.staging_dir)
-        loader = _FileLoader(con, key, self.redactor, taken, staging)
+        loader = FileLoader(con, key, self.redactor, taken, staging)
         if self.analyser is not None and staging is None and resume is None:
             # Rows are in the database as they are parsed: analyse while parsing.
-            loader.stream = _AnalysisStream(self.analyser, con, size)
+            loader.stream = AnalysisStream(self.analyser, con, size)
         ledger = Ledger()
         try:
             touched = self._parse(module, path, ledger, resume, loader, staging)
@@ -841,17 +591,47 @@ def _check_rules(rules: Path) -> None:
         raise UsageError(str(exc).splitlines()[0]) from exc
 
 
-def iter_units(paths: Iterable[Path], fmt: str = "auto") -> Iterator[tuple[Path, str | None, str | None]]:
-    """(path, format or None, error) for every unit under ``paths``."""
+Stored = dict[str, tuple[int, float, str]]
+"""(bytes, mtime, format) of every file an ingest stored, by resolved path."""
+
+
+def _stored_units(con: duckdb.DuckDBPyConnection) -> Stored:
+    return {r[0]: (r[1], r[2], r[3]) for r in con.execute(
+        "SELECT path, bytes, mtime, format FROM ingest_files").fetchall()}
+
+
+def _known_format(fmt: str, stored: Stored, unit: Path) -> str | None:
+    """The format of ``unit`` without reading it: the one asked for, or the one stored
+    for it when it is unchanged since (the same bytes and mtime: what
+    ``Ingestor.ingest_unit`` calls unchanged). Detection costs more than the rest of a
+    re-ingest of unchanged files: it imports every parser."""
+    if fmt != "auto":
+        return fmt
+    if not stored:
+        return None
+    try:
+        entry = stored.get(str(unit.resolve()))
+        if entry is None or entry[:2] != fingerprint(unit):
+            return None
+    except (OSError, RuntimeError):  # (unreadable, a symlink loop: detection says why)
+        return None
+    return entry[2] if entry[2] in FORMATS else None
+
+
+def iter_units(
+    paths: Iterable[Path], fmt: str = "auto", stored: Stored | None = None
+) -> Iterator[tuple[Path, str | None, str | None]]:
+    """(path, format or None, error) for every unit under ``paths``; the files of
+    ``stored`` (see ``_stored_units``) unchanged since are not detected again."""
     from analytics.errors import UnknownFormatError
-    from analytics.models import FORMATS
     from analytics.sources.detect import detect_format, iter_inputs
 
+    known = partial(_known_format, fmt, stored or {})
     for path in paths:
         if not path.exists():
             yield path, None, f"{path}: no such file or folder"
             continue
-        for unit, detected in iter_inputs([path]):
+        for unit, detected in iter_inputs([path], known):
             chosen = detected if fmt == "auto" else fmt
             if chosen is None:
                 try:
@@ -892,7 +672,6 @@ def ingest(
     if isinstance(paths, (str, Path)):
         paths = [paths]
     from analytics.errors import UsageError
-    from analytics.models import FORMATS
 
     if fmt != "auto" and fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; choose one of: auto, {', '.join(FORMATS)}")
@@ -914,14 +693,15 @@ def ingest(
         )
         if db_path != ":memory:":  # (a killed ingest's worker databases, as its staging)
             remove_dead_pool_folders(db_path)
-        units = list(iter_units([Path(p) for p in paths], fmt))
+        stored = _stored_units(con)
+        units = list(iter_units([Path(p) for p in paths], fmt, stored))
         results: list[FileResult | None] = [
             FileResult(str(unit), None, "error", error=error) if error or chosen is None else None
             for unit, chosen, error in units
         ]
         ticked: set[int] = set()
         pool_possible = workers != 1 and db_path != ":memory:"  # (no stat of every unit else)
-        jobs = _new_units(con, units, results) if pool_possible else []
+        jobs = _new_units(stored, units, results) if pool_possible else []
         n_workers = pool_size(jobs, workers)
         if n_workers:
             done, ticked = _ingest_in_pool(ingestor, db_path, reopen, jobs, n_workers, progress)
@@ -971,6 +751,8 @@ def _ingest_in_pool(
     (``ingest_pool.py``); ``ingestor.con`` is closed meanwhile, and ``reopen``-ed after.
     Returns the results that stand (by unit index; the other jobs are left to the caller)
     and the units ``progress`` was told of."""
+    import analytics.ingest_load  # noqa: F401 - once here rather than in every worker
+
     con = ingestor.con
     outside = dict(con.execute("SELECT session_id, source_path FROM sessions").fetchall())
     written = _written(con)
@@ -1025,16 +807,14 @@ def _ingest_one(ingestor: Ingestor, unit: Path, chosen: str) -> FileResult:
 
 
 def _new_units(
-    con: duckdb.DuckDBPyConnection,
+    stored: Stored,
     units: list[tuple[Path, str | None, str | None]],
     results: list[FileResult | None],
 ) -> list[Job]:
-    """The units never ingested into ``con``'s database (the first of each path), as jobs
+    """The units never ingested (not in ``stored``; the first of each path), as jobs
     an ingest pool may take: those before the first unit that changed since it was stored.
     (A changed file may give up or take session ids, and which file of two keeps an id
     depends on the order: the files after it are ingested after it, in this process.)"""
-    stored = {r[0]: tuple(r[1:]) for r in con.execute(
-        "SELECT path, bytes, mtime, format FROM ingest_files").fetchall()}
     seen: set[str] = set()
     jobs: list[Job] = []
     for i, (unit, chosen, _) in enumerate(units):

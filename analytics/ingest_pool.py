@@ -13,10 +13,10 @@ The tables come out as one process makes them (``tests/test_ingest_pool.py`` com
 table):
 - Every session is analysed on its own: where it was analysed does not matter.
 - Two files holding the same session id: the first keeps it and the later one's sessions get
-  a suffix (``_FileLoader._claim_session``). A worker takes its files in order, so within a
-  worker this happens as it does in one process. Between workers it is found at the merge:
-  the later file is left out and ingested again afterwards by the main process, which then
-  sees the first file's session.
+  a suffix (``ingest_load.FileLoader._claim_session``). A worker takes its files in order,
+  so within a worker this happens as it does in one process. Between workers it is found at
+  the merge: the later file is left out and ingested again afterwards by the main process,
+  which then sees the first file's session.
 - A stored file that changed may give up or take a session id: only the new files before the
   first such file go to the pool (``analytics.ingest._new_units``); it and every file after
   it are ingested after the merge, in order.

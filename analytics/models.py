@@ -12,11 +12,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from analytics.formats import FORMATS as FORMATS
+
 SCHEMA_VERSION = 1
 
 Role = Literal["user", "assistant", "system", "tool"]
 ToolStatus = Literal["completed", "error", "aborted", "running"]
-FORMATS = ("opencode", "claude_code", "codex", "transcript_text")
 
 
 class _Record(BaseModel):

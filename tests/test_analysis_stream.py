@@ -1,4 +1,4 @@
-"""Analysis while parsing (``ingest._AnalysisStream``): a long file's session is analysed
+"""Analysis while parsing (``ingest_load.AnalysisStream``): a long file's session is analysed
 chunk by chunk as its rows are stored, and the database ends exactly as with one pass after
 the parse, also when a tool result comes back after its message was analysed."""
 
@@ -14,6 +14,7 @@ import pytest
 from _samples import needs_worker, submitted_jobs, table_rows
 
 from analytics import ingest as ingest_module
+from analytics import ingest_load
 from analytics.analysis import run
 from analytics.analysis.tagging import worker as tag_worker
 from analytics.ingest import ingest
@@ -35,17 +36,17 @@ def _analysis(db: Path) -> dict[str, list[tuple[object, ...]]]:
 def streams(monkeypatch: pytest.MonkeyPatch, fork_at_any_size: None) -> list[dict[str, Any]]:
     """Small flushes and chunks, so that sample-sized sessions are streamed; records how
     each stream ended."""
-    monkeypatch.setattr(ingest_module, "PREFORK_BYTES", 0)  # a worker forked for every file
-    monkeypatch.setattr(ingest_module, "FLUSH_EVERY", 60)
+    monkeypatch.setattr(ingest_load, "PREFORK_BYTES", 0)  # a worker forked for every file
+    monkeypatch.setattr(ingest_load, "FLUSH_EVERY", 60)
     monkeypatch.setattr(run, "CHUNK", 20)
     seen: list[dict[str, Any]] = []
-    real = ingest_module._AnalysisStream.finish
+    real = ingest_load.AnalysisStream.finish
 
     def finish(self: Any, start: int, extra: list[int]) -> None:
         seen.append({"session": self.session_id, "late": self.late, "upto": self.run.next_lo})
         real(self, start, extra)
 
-    monkeypatch.setattr(ingest_module._AnalysisStream, "finish", finish)
+    monkeypatch.setattr(ingest_load.AnalysisStream, "finish", finish)
     return seen
 
 
@@ -66,7 +67,7 @@ def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def _reference(tmp_path: Path, paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> Path:
     with monkeypatch.context() as m:
-        m.setattr(ingest_module, "STREAM_LAG", NEVER)  # never streams
+        m.setattr(ingest_load, "STREAM_LAG", NEVER)  # never streams
         m.setenv(tag_worker.ENV_SWITCH, "0")  # and tags here: one process, one pass
         db = tmp_path / "reference.duckdb"
         assert not ingest(paths, db=db, build_index=False).errors
@@ -81,7 +82,7 @@ def test_streamed_analysis_stores_what_one_pass_does(
 ) -> None:
     reference = _analysis(_reference(tmp_path, [SAMPLES], monkeypatch))
     monkeypatch.setenv(tag_worker.ENV_SWITCH, worker_on)
-    monkeypatch.setattr(ingest_module, "STREAM_LAG", lag)
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", lag)
     submitted = submitted_jobs(monkeypatch)
     db = tmp_path / "streamed.duckdb"
     assert not ingest([SAMPLES], db=db, build_index=False).errors
@@ -141,7 +142,7 @@ def test_a_result_that_comes_back_late_is_analysed_again(
     session = tmp_path / "late.jsonl"
     _late_result_session(session, 240)
     reference = _analysis(_reference(tmp_path, [session], monkeypatch))
-    monkeypatch.setattr(ingest_module, "STREAM_LAG", 5)
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", 5)
     db = tmp_path / "streamed.duckdb"
     assert not ingest([session], db=db, build_index=False).errors
     assert [s["late"] for s in streams] == [True]
@@ -158,9 +159,9 @@ def test_a_failing_parse_stops_the_worker(
 ) -> None:
     session = tmp_path / "s.jsonl"
     _late_result_session(session, 240)
-    monkeypatch.setattr(ingest_module, "STREAM_LAG", 5)
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", 5)
     stopped: list[bool] = []
-    real = ingest_module._AnalysisStream.abort
+    real = ingest_load.AnalysisStream.abort
 
     def abort(self: Any) -> None:
         stopped.append(self.run is not None)
@@ -169,8 +170,8 @@ def test_a_failing_parse_stops_the_worker(
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(ingest_module._AnalysisStream, "abort", abort)
-    monkeypatch.setattr(ingest_module._FileLoader, "finish", boom)
+    monkeypatch.setattr(ingest_load.AnalysisStream, "abort", abort)
+    monkeypatch.setattr(ingest_load.FileLoader, "finish", boom)
     summary = ingest([session], db=tmp_path / "x.duckdb", build_index=False)
     assert summary.errors and stopped and stopped[0]
     assert forked

@@ -498,22 +498,65 @@ def test_a_warm_analyser_is_not_reused_with_other_rules(tmp_path: Path) -> None:
     assert warm.analyser is not plain and warm.analyser.rules == rules
 
 
-def test_an_unchanged_file_is_skipped_without_loading_pandas_or_pyarrow(tmp_path: Path) -> None:
-    """A no-op re-ingest is mostly interpreter start-up: keep the heavy imports off its path."""
+def test_an_unchanged_file_is_skipped_without_the_heavy_imports(tmp_path: Path) -> None:
+    """A no-op re-ingest is mostly interpreter start-up: keep the heavy imports (pandas,
+    pyarrow, the pydantic records, the parsers) off its path. It still reports what is
+    stored for the file."""
     import subprocess
     import sys
 
     src = tmp_path / "s.jsonl"
     _write(src, [_cc_line(i) for i in range(5)])
     db = tmp_path / "t.duckdb"
-    ingest([src], db=db)
+    first = ingest([src], db=db).files[0]
+    heavy = ("pandas", "pyarrow", "pydantic", "analytics.models", "analytics.sources.claude_code")
     code = (
-        "import sys; from analytics.ingest import ingest; "
-        f"s = ingest([r'{src}'], db=r'{db}'); "
-        "print(s.totals()['unchanged'], 'pandas' in sys.modules, 'pyarrow' in sys.modules)"
+        "import json, sys; from analytics.ingest import ingest; "
+        f"f = ingest([r'{src}'], db=r'{db}').files[0]; "
+        "print(json.dumps([f.status, f.format, f.sessions, f.messages, f.records_read, "
+        f"f.records_stored, [m for m in {heavy!r} if m in sys.modules]]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["1", "False", "False"]
+    assert json.loads(out.stdout) == [
+        "unchanged", "claude_code", first.sessions, first.messages, first.records_read,
+        first.records_stored, [],
+    ]
+    assert (first.sessions, first.messages) == (1, 5)
+
+
+def test_an_unchanged_file_is_not_detected_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its stored format stands for its detection (the same bytes and mtime: the content
+    that was detected); a file that changed is detected again."""
+    from analytics.sources import detect
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = [_cc_line(i) for i in range(6)]
+    _write(folder / "a.jsonl", lines)
+    _write(folder / "b.jsonl", [_cc_line(i, session="b") for i in range(3)])
+    db = tmp_path / "t.duckdb"
+    ingest([folder], db=db, workers=1)
+    real = detect.detect_format
+    detected: list[str] = []
+
+    def detect_format(path: Path) -> str:
+        detected.append(path.name)
+        if path.name == "a.jsonl":
+            raise AssertionError("an unchanged file is detected again")
+        return real(path)
+
+    monkeypatch.setattr(detect, "detect_format", detect_format)
+    _write(folder / "b.jsonl", [_cc_line(i, session="b") for i in range(5)])
+    summary = ingest([folder, folder / "a.jsonl"], db=db, workers=1)
+    assert detected == ["b.jsonl"]
+    assert [(Path(f.path).name, f.format, f.status) for f in summary.files] == [
+        ("a.jsonl", "claude_code", "unchanged"),
+        ("b.jsonl", "claude_code", "appended"),
+        ("a.jsonl", "claude_code", "unchanged"),
+    ]
+    assert summary.files[0].messages == 6
 
 
 def test_a_warm_ingest_reuses_what_the_last_one_loaded(tmp_path: Path) -> None:
@@ -590,18 +633,19 @@ def test_duckdb_runs_on_fewer_threads_while_a_file_is_parsed(
     """All cores but two, or fewer if the connection had fewer (an ingest pool's worker);
     the connection's setting is back afterwards, a failed parse included."""
     from analytics import ingest as ingest_module
+    from analytics.ingest_load import FileLoader
     from analytics.samples_path import sample_inputs
     from analytics.store.db import connect
 
     monkeypatch.setattr(ingest_module.machine, "cores", lambda: cores)
     seen: set[int] = set()
-    add = ingest_module._FileLoader.add
+    add = FileLoader.add
 
-    def spy(self: ingest_module._FileLoader, item: object) -> None:
+    def spy(self: FileLoader, item: object) -> None:
         seen.add(int(self.con.execute("SELECT current_setting('threads')").fetchone()[0]))
         add(self, item)
 
-    monkeypatch.setattr(ingest_module._FileLoader, "add", spy)
+    monkeypatch.setattr(FileLoader, "add", spy)
     con = connect(tmp_path / "t.duckdb", read_only=False)
     try:
         con.execute(f"SET threads = {given}")
@@ -611,10 +655,10 @@ def test_duckdb_runs_on_fewer_threads_while_a_file_is_parsed(
         assert result.status == "ingested" and seen == {during}
         assert con.execute("SELECT current_setting('threads')").fetchone()[0] == given
 
-        def fail(self: ingest_module._FileLoader, item: object) -> None:
+        def fail(self: FileLoader, item: object) -> None:
             raise RuntimeError("boom")
 
-        monkeypatch.setattr(ingest_module._FileLoader, "add", fail)
+        monkeypatch.setattr(FileLoader, "add", fail)
         other = tmp_path / sample.name
         shutil.copy(sample, other)
         with pytest.raises(RuntimeError):

@@ -9,6 +9,7 @@ import pytest
 from _samples import table_rows
 
 import analytics.ingest as ingest_module
+import analytics.ingest_load as ingest_load
 from analytics.ingest import ingest
 from analytics.samples_path import sample_inputs
 
@@ -47,7 +48,7 @@ def test_staged_ingest_stores_what_a_direct_one_does(
     staged_tables = _spy_on_staging(monkeypatch)
     monkeypatch.setattr(ingest_module, "STAGE_ABOVE", 0)  # stage every file
     if flush:
-        monkeypatch.setattr(ingest_module, "FLUSH_EVERY", flush)
+        monkeypatch.setattr(ingest_load, "FLUSH_EVERY", flush)
     staged = tmp_path / "staged.duckdb"
     assert not ingest(sample_inputs(), db=staged).errors
     assert {"messages", "tool_calls", "raw_records"} <= set(staged_tables)
@@ -77,7 +78,7 @@ def test_a_failing_parquet_write_fails_its_file_only(
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", failing)
     monkeypatch.setattr(ingest_module, "STAGE_ABOVE", 0)
-    monkeypatch.setattr(ingest_module, "FLUSH_EVERY", 50)
+    monkeypatch.setattr(ingest_load, "FLUSH_EVERY", 50)
     db = tmp_path / "t.duckdb"
     first = sample_inputs()[:1]
     res = ingest(first, db=db)

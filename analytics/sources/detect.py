@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 from types import ModuleType
 
 from analytics.errors import SourceError, UnknownFormatError, UsageError
-from analytics.models import FORMATS
+from analytics.formats import FORMATS
 
 HEAD_BYTES = 64 * 1024
 MODULES: dict[str, str] = {
@@ -90,9 +90,15 @@ def _sniff(module: ModuleType, path: Path, head: bytes) -> bool:
         return False
 
 
-def iter_inputs(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
+Known = Callable[[Path], str | None]
+"""A file's format when the caller knows it without reading the file (None: detect it)."""
+
+
+def iter_inputs(paths: list[Path], known: Known | None = None) -> Iterator[tuple[Path, str | None]]:
     """Units to ingest under ``paths`` with their format (None: unknown or unreadable;
-    ``detect_format(unit)`` raises the error to report).
+    ``detect_format(unit)`` raises the error to report). A file's format that ``known``
+    gives stands for its detection (e.g. a file stored before and unchanged since: its
+    content is what was detected then).
 
     A unit is a file, an opencode storage folder (one unit, never entered) or an
     ``opencode.db``. Folders are walked recursively in sorted order; VCS folders,
@@ -101,12 +107,12 @@ def iter_inputs(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
     content into the database, so reading both would count every session twice."""
     for path in paths:
         if path.is_dir():
-            yield from _walk(path)
+            yield from _walk(path, known)
         else:
-            yield path, _detect_or_none(path)
+            yield path, _format_of(path, known)
 
 
-def _walk(top: Path) -> Iterator[tuple[Path, str | None]]:
+def _walk(top: Path, known: Known | None) -> Iterator[tuple[Path, str | None]]:
     if _is_storage(top):
         yield top, "opencode"
         return
@@ -126,7 +132,7 @@ def _walk(top: Path) -> Iterator[tuple[Path, str | None]]:
         for name in sorted(filenames):
             if any(fnmatch(name, pattern) for pattern in SKIP_FILES):
                 continue
-            yield here / name, _detect_or_none(here / name)
+            yield here / name, _format_of(here / name, known)
 
 
 def _is_storage(path: Path) -> bool:
@@ -142,6 +148,11 @@ def _has_opencode_db(folder: Path, filenames: list[str]) -> bool:
     return any(
         fnmatch(name, "opencode*.db") and is_opencode_db(folder / name) for name in filenames
     )
+
+
+def _format_of(path: Path, known: Known | None) -> str | None:
+    fmt = known(path) if known is not None else None
+    return fmt if fmt is not None else _detect_or_none(path)
 
 
 def _detect_or_none(path: Path) -> str | None:

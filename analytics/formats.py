@@ -1,0 +1,8 @@
+"""The transcript formats, by name.
+
+A module of its own so that naming a format (validating ``--format``, listing the
+choices in an error) does not import the pydantic records of ``analytics.models``: a
+re-ingest of unchanged files never needs them.
+"""
+
+FORMATS = ("opencode", "claude_code", "codex", "transcript_text")

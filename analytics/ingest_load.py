@@ -1,0 +1,275 @@
+"""One changed file's rows on their way into the tables: the loader that redacts and
+stores what a parser yields, in chunks, and the analysis stream that tags a long session
+while it is still parsed.
+
+Apart from ``ingest.py`` because it needs the pydantic records (``analytics.models``), which
+take longer to import than a re-ingest of unchanged files takes in all: ``Ingestor``
+imports this module only when a file is actually loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from analytics.models import (
+    Message,
+    Quarantined,
+    RawRecord,
+    Session,
+    ToolCall,
+    ToolResult,
+)
+
+if TYPE_CHECKING:  # the writer (pyarrow) is imported when rows are written
+    from analytics.store.writer import Staging
+
+FLUSH_EVERY = 10_000
+STREAM_LAG = 1000
+"""Messages at the end of what is stored that the analysis stream leaves for later: their
+tool calls may still be on their way (a call is stored when its result arrives)."""
+PREFORK_BYTES = 32 * 2**20
+"""A file at least this large is expected to be streamed: its tagging worker is forked
+before the parse starts, to load spaCy meanwhile."""
+
+
+class FileLoader:
+    """Streams one parser's items into the tables, in chunks, inside the caller's transaction."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        path: str,
+        redactor: Any | None,
+        taken_sessions: dict[str, str],
+        staging: Staging | None = None,
+    ) -> None:
+        self.con = con
+        self.path = path
+        self.staging = staging
+        self._put: Callable[..., int] = (
+            staging.append if staging is not None else partial(_direct_append, con)
+        )
+        self.redactor = redactor
+        self.taken = taken_sessions
+        self.remap: dict[str, str] = {}
+        self.sessions: dict[str, Session] = {}
+        self.messages: list[Message] = []
+        self.calls: list[ToolCall] = []
+        self.raws: list[RawRecord] = []
+        self.quarantined: list[Quarantined] = []
+        self.redactions: list[Any] = []
+        self.orphans: list[ToolResult] = []
+        self.n_messages = 0
+        self.first_idx: dict[str, int] = {}
+        self.last_idx: dict[str, int] = {}
+        """The latest message of each session (stored by the next flush)."""
+        self.stream: AnalysisStream | None = None
+        """Analysis that runs while the file is parsed (see :class:`AnalysisStream`)."""
+
+    def _sid(self, sid: str | None) -> str | None:
+        if sid is None:
+            return None
+        return self.remap.get(sid, sid)
+
+    def _claim_session(self, s: Session) -> None:
+        owner = self.taken.get(s.session_id)
+        if owner is not None and owner != self.path and s.session_id not in self.remap:
+            # Same native session stored from another file (e.g. a copy): keep both, apart.
+            suffix = hashlib.sha256(self.path.encode()).hexdigest()[:8]
+            self.remap[s.session_id] = f"{s.session_id}@{suffix}"
+
+    def add(self, item: Any) -> None:
+        if isinstance(item, Message):
+            if self.remap and item.session_id in self.remap:
+                item.session_id = self.remap[item.session_id]
+            if self.redactor is not None:
+                item.text = self._redact(item.session_id, item.msg_idx, "text", item.text)
+            self.first_idx.setdefault(item.session_id, item.msg_idx)
+            self.last_idx[item.session_id] = item.msg_idx
+            if self.stream is not None:
+                self.stream.check(item.session_id, item.msg_idx)
+            self.messages.append(item)
+            self.n_messages += 1
+        elif isinstance(item, ToolCall):
+            if self.remap and item.session_id in self.remap:
+                item.session_id = self.remap[item.session_id]
+            if self.redactor is not None:
+                for fld in ("command", "input", "output"):
+                    val = getattr(item, fld)
+                    if val:
+                        setattr(item, fld, self._redact(item.session_id, item.msg_idx, fld, val))
+            if self.stream is not None:  # (its result comes after it: msg_idx is the first)
+                self.stream.check(item.session_id, item.msg_idx)
+            self.calls.append(item)
+        elif isinstance(item, Session):
+            item.source_path = self.path
+            self._claim_session(item)
+            item.session_id = self._sid(item.session_id) or item.session_id
+            item.parent_session_id = self._sid(item.parent_session_id)
+            prev = self.sessions.get(item.session_id)
+            if prev is None:
+                self.sessions[item.session_id] = item
+            else:
+                for name, value in item.model_dump(exclude_none=True).items():
+                    setattr(prev, name, value)
+        elif isinstance(item, ToolResult):
+            item.session_id = self._sid(item.session_id) or item.session_id
+            if self.redactor is not None and item.output:
+                item.output = self._redact(item.session_id, item.result_msg_idx, "output", item.output)
+            self.orphans.append(item)
+        elif isinstance(item, RawRecord):
+            item.session_id = self._sid(item.session_id)
+            if self.redactor is not None:
+                item.raw = self._redact(item.session_id, None, "raw", item.raw)
+            self.raws.append(item)
+        elif isinstance(item, Quarantined):
+            if self.redactor is not None:
+                item.raw = self._redact(None, None, "quarantine", item.raw)
+            self.quarantined.append(item)
+        if len(self.messages) + len(self.calls) + len(self.raws) >= FLUSH_EVERY:
+            self.flush()
+
+    def _redact(self, sid: str | None, idx: int | None, fld: str, text: str) -> str:
+        new, counts = self.redactor.redact(text)  # type: ignore[union-attr]
+        for kind, count in counts.items():
+            self.redactions.append(_Redaction(sid, idx, fld, kind, count))
+        return new
+
+    def flush(self) -> None:
+        put = self._put
+        put("messages", self.messages)
+        put("tool_calls", self.calls)
+        put("raw_records", self.raws, extra={"path": self.path})
+        put("quarantine", self.quarantined, extra={"path": self.path})
+        put("redactions", self.redactions, extra={"path": self.path})
+        self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
+        if self.stream is not None:
+            self.stream.stored(self.first_idx, self.last_idx)
+
+    def finish(self) -> list[tuple[str, int]]:
+        """Flush, store sessions and apply orphan results; return (session, msg_idx) of calls
+        completed by those results."""
+        self.flush()
+        if self.staging is not None:
+            self.staging.load(self.con)
+        for s in self.sessions.values():
+            self.con.execute("DELETE FROM sessions WHERE session_id = ?", [s.session_id])
+            cols = list(Session.model_fields)
+            self.con.execute(
+                f"INSERT INTO sessions ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [getattr(s, c) for c in cols],
+            )
+        touched: list[tuple[str, int]] = []
+        for r in self.orphans:
+            row = self.con.execute(
+                """
+                UPDATE tool_calls SET output = ?, status = ?, exit_code = coalesce(?, exit_code),
+                    ended_at = ?, result_msg_idx = ?,
+                    duration_s = date_diff('millisecond', started_at, ?) / 1000.0
+                WHERE session_id = ? AND call_id = ? RETURNING msg_idx
+                """,
+                [r.output, r.status, r.exit_code, r.ended_at, r.result_msg_idx, r.ended_at,
+                 r.session_id, r.call_id],
+            ).fetchall()
+            if not row and r.result_msg_idx is not None:
+                # A result whose call was never seen (the call was in a file we do not have):
+                # keep it as a call of unknown tool on the message that carries the result.
+                # (straight into the table: staged rows were loaded already)
+                _direct_append(self.con, "tool_calls", [ToolCall(
+                    session_id=r.session_id, msg_idx=r.result_msg_idx, call_id=r.call_id,
+                    output=r.output, status=r.status, exit_code=r.exit_code,
+                    ended_at=r.ended_at, result_msg_idx=r.result_msg_idx,
+                )])
+            touched.extend((r.session_id, x[0]) for x in row)
+            if r.result_msg_idx is not None:
+                touched.append((r.session_id, r.result_msg_idx))
+        return touched
+
+
+@dataclass
+class _Redaction:
+    session_id: str | None
+    msg_idx: int | None
+    field: str
+    kind: str
+    count: int
+
+
+
+class AnalysisStream:
+    """Message-level analysis of a long file's main session while the file is still parsed.
+
+    After each flush the messages stored so far, but for the last ``STREAM_LAG`` (their tool
+    calls may not have come back yet), are fed to a :class:`~analytics.analysis.run.MessageRun`:
+    its worker process tags them on the second core while this one parses on. The result is
+    kept only if nothing it read changed later, i.e. no message or tool call of the session
+    arrived below the point already analysed (a result that came back much later, a call
+    completed by an orphan result); otherwise the session is analysed again from scratch,
+    after the parse, exactly as without the stream.
+    """
+
+    def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int) -> None:
+        from analytics.analysis.tagging import worker as tag_worker
+
+        self.analyser, self.con = analyser, con
+        self.run: Any | None = None  # a MessageRun once a session is long enough
+        self.session_id: str | None = None
+        self.late = False
+        self.worker: Any | None = None
+        """Forked up front for a large file, so that it loads spaCy while the first rows
+        are parsed; the run takes it over (or it is stopped unused)."""
+        if size >= PREFORK_BYTES:
+            self.worker = tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
+
+    def check(self, session_id: str, msg_idx: int) -> None:
+        """A message or call of ``msg_idx`` arrives: too late if that part is analysed."""
+        if self.run is not None and session_id == self.session_id and msg_idx < self.run.next_lo:
+            self.late = True
+
+    def stored(self, first_idx: dict[str, int], last_idx: dict[str, int]) -> None:
+        """Everything added so far is stored: feed what is safe to analyse."""
+        from analytics.analysis.run import CHUNK, MessageRun
+
+        if self.late:
+            return
+        if self.run is None:
+            sid = max(last_idx, key=lambda s: last_idx[s] - first_idx[s], default=None)
+            if sid is None or last_idx[sid] - STREAM_LAG - first_idx[sid] + 1 < 2 * CHUNK:
+                return  # short sessions are analysed after the parse
+            self.session_id = sid
+            self.run = MessageRun(self.analyser, self.con, sid, first_idx[sid], worker=self.worker)
+            self.worker = None
+        assert self.session_id is not None
+        self.run.feed(last_idx[self.session_id] - STREAM_LAG)
+
+    def finish(self, start: int, extra: list[int]) -> None:
+        """After the parse: analyse the rest of the session, or all of it again if
+        something arrived late; ``extra`` are messages whose calls the load completed."""
+        run = self.run
+        assert run is not None
+        if self.late or any(i < run.next_lo for i in extra):
+            run.stop_worker()
+            self.analyser.clear_from(self.con, self.session_id, start)
+            self.analyser.run_messages(self.con, self.session_id, start, extra)
+            return
+        run.finish()
+
+    def abort(self) -> None:
+        """Stop the worker, whoever holds it (a no-op once the run closed it)."""
+        if self.run is not None:
+            self.run.stop_worker()
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+
+def _direct_append(con: duckdb.DuckDBPyConnection, table: str, rows: Any, **kw: Any) -> int:
+    from analytics.store.writer import append
+
+    return append(con, table, rows, **kw)
