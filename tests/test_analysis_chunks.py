@@ -633,3 +633,28 @@ def test_new_tag_rows_of_a_table_are_new_tags_of_the_list() -> None:
         assert run.tag_keys(table, tail) == {
             (t.msg_idx, t.tag) for t in run.new_tags(records, mine, known) if t.msg_idx >= tail
         }
+
+
+def test_the_tagger_reads_none_of_the_columns_the_worker_goes_without(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """The worker gets ``for_tagging`` tables (``UNTAGGED_COLUMNS`` all nulls): its tags are
+    those of the whole rows, on the bundled samples and on every test fixture."""
+    from analytics.analysis.rows import UNTAGGED_COLUMNS, for_tagging
+
+    fixtures = tmp_path / "fixtures.duckdb"
+    ingest([Path(__file__).parent / "fixtures"], db=fixtures, workers=1, build_index=False)
+    tagger = Tagger()
+    checked = 0
+    for db in (sample_db, fixtures):
+        with duckdb.connect(str(db), read_only=True) as con:
+            for (sid,) in con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall():
+                tables = load_tables(con, sid, 0, 10**6)
+                stripped = for_tagging(tables)
+                assert stripped[0].num_rows == tables[0].num_rows
+                assert set(stripped[0].column_names) >= UNTAGGED_COLUMNS - {"started_at", "ended_at"}
+                assert tagger.tag(contexts_from_tables(stripped)) == tagger.tag(
+                    contexts_from_tables(tables)
+                )
+                checked += tables[0].num_rows
+    assert checked > 1000

@@ -197,6 +197,29 @@ def contexts_from_tables(tables: Tables) -> list[MessageContext]:
     return contexts_from_rows(*rows_from_tables(tables))
 
 
+UNTAGGED_COLUMNS = frozenset({
+    "ts", "source_id", "parent_source_id", "native_type", "model", "location",
+    "started_at", "ended_at",
+})
+"""Columns of ``load_tables``' rows that the Tagger never reads (a test checks that its tags
+are the same without them)."""
+
+
+def for_tagging(tables: Tables) -> Tables:
+    """``tables`` with the ``UNTAGGED_COLUMNS`` all nulls: what the tagging worker gets. Its
+    contexts then hold None there, and it neither copies those values out of shared memory
+    nor makes a Python object of each (a datetime per message and per call)."""
+    return _nulled(tables[0]), _nulled(tables[1])
+
+
+def _nulled(table: pa.Table) -> pa.Table:
+    columns = [
+        pa.nulls(table.num_rows, col.type) if name in UNTAGGED_COLUMNS else col
+        for name, col in zip(table.column_names, table.columns, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
 def pack(*tables: pa.Table) -> pa.Buffer:
     """Arrow tables as one buffer (Arrow IPC streams, one after another; it pickles as bytes)."""
     sink = pa.BufferOutputStream()

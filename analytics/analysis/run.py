@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from analytics.analysis.rows import (
     Tables,
     contexts_from_tables,
+    for_tagging,
     load_contexts,
     load_tables,
     msg_indices,
@@ -468,7 +469,7 @@ class MessageRun:
                 if not indices:
                     chunk.tags, chunk.tables, chunk.before = to_arrow("tags", []), None, None
                 elif worker is not None and not worker.gone and worker.outstanding < backlog:
-                    worker.submit(pack(*self.before, *tables))
+                    worker.submit(pack(*for_tagging(self.before), *for_tagging(tables)))
                 else:  # no worker, or it has enough to do: tag this chunk here
                     contexts = chunk.tag_here(analyser.tagger)
                 if contexts is None:  # the polling and tooling analysers read only these
