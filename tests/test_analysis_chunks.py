@@ -610,9 +610,9 @@ def test_tables_are_sorted_only_when_out_of_order() -> None:
     assert _sorted(shuffled.slice(0, 0), "msg_idx").num_rows == 0
 
 
-def test_new_tag_rows_of_a_table_are_new_tags_of_the_list() -> None:
-    """The ingest process filters the worker's tags as a table: the same rows, in the same
-    order, as ``new_tags`` keeps of the records; ``tag_keys`` names those of the tail."""
+def test_new_tag_rows_keeps_the_chunks_tags_and_the_unknown_ones_of_its_context() -> None:
+    """The rows, in order, on the chunk's messages (``mine``) or on messages before it whose
+    tag is not ``known`` (stored already); ``tag_keys`` names those of the tail."""
     import random
 
     from analytics.store.writer import to_arrow
@@ -627,12 +627,11 @@ def test_new_tag_rows_of_a_table_are_new_tags_of_the_list() -> None:
         mine = {i for i in range(lo, lo + 20) if rnd.random() < 0.9}
         records = [r for r in records if r.msg_idx in mine or r.msg_idx < lo]
         known = {(i, t) for i, t in tags if rnd.random() < 0.5}
+        kept = [t for t in records if t.msg_idx in mine or (t.msg_idx, t.tag) not in known]
         table = run.new_tag_rows(to_arrow("tags", records), mine, known)
-        assert table.equals(to_arrow("tags", run.new_tags(records, mine, known)))
+        assert table.equals(to_arrow("tags", kept))
         tail = lo + rnd.randint(0, 20)
-        assert run.tag_keys(table, tail) == {
-            (t.msg_idx, t.tag) for t in run.new_tags(records, mine, known) if t.msg_idx >= tail
-        }
+        assert run.tag_keys(table, tail) == {(t.msg_idx, t.tag) for t in kept if t.msg_idx >= tail}
 
 
 def test_the_tagger_reads_none_of_the_columns_the_worker_goes_without(
@@ -651,8 +650,14 @@ def test_the_tagger_reads_none_of_the_columns_the_worker_goes_without(
             for (sid,) in con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall():
                 tables = load_tables(con, sid, 0, 10**6)
                 stripped = for_tagging(tables)
-                assert stripped[0].num_rows == tables[0].num_rows
-                assert set(stripped[0].column_names) >= UNTAGGED_COLUMNS - {"started_at", "ended_at"}
+                assert UNTAGGED_COLUMNS <= {*tables[0].column_names, *tables[1].column_names}
+                for table, full in zip(stripped, tables, strict=True):
+                    assert table.column_names == full.column_names
+                    for name in table.column_names:
+                        nulls = table.column(name).null_count == table.num_rows
+                        assert nulls if name in UNTAGGED_COLUMNS else table.column(name).equals(
+                            full.column(name)
+                        )
                 assert tagger.tag(contexts_from_tables(stripped)) == tagger.tag(
                     contexts_from_tables(tables)
                 )

@@ -149,8 +149,9 @@ def test_exit_now_runs_atexit_flushes_and_keeps_the_code(tmp_path: Path) -> None
 
 
 def test_ingest_command_ends_fast_with_its_database_closed(tmp_path: Path) -> None:
-    """The ingest command skips the interpreter's teardown: its summary is still printed,
-    its exit code kept, and its database left checkpointed (no write-ahead log)."""
+    """Ending without the interpreter's teardown loses nothing: the summary is printed, the
+    exit code kept (0, then 1 for a bad file), and the database left checkpointed (no
+    write-ahead log)."""
     from analytics.samples_path import samples_dir
 
     db = tmp_path / "t.duckdb"

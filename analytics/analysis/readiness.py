@@ -537,12 +537,12 @@ def judge_claims(frames: SessionFrames, from_idx: int = 0) -> list[ReadinessClai
         return []
     idx = sorted(first_tag)
     texts = frames.select_lists("messages", ["msg_idx", "text"], {"msg_idx": idx})
-    text_of = {int(i): t if isinstance(t, str) else "" for i, t in zip(*texts, strict=True)}
+    message_texts = {int(i): text_of(t) for i, t in zip(*texts, strict=True)}
     ev = _Evidence(frames, idx)
     claims = []
     for n, msg_idx in enumerate(idx):
         evidence, start = first_tag[msg_idx]
-        message_text = text_of.get(msg_idx, "")
+        message_text = message_texts.get(msg_idx, "")
         text = _claim_text(message_text, evidence if isinstance(evidence, str) else None)
         next_claim = idx[n + 1] if n + 1 < len(idx) else None
         pos = int(start) if pd.notna(start) else None

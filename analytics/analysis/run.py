@@ -61,7 +61,8 @@ MESSAGE_TABLES = ("tags", "polling_loops", "launches", "server_events", "measure
 
 @dataclass
 class MessageOutputs:
-    tags: list[Tag] = field(default_factory=list)
+    tags: pa.Table | None = None
+    """As ``to_arrow("tags", …)`` builds them (None: none)."""
     polling: list[PollingLoop] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
     events: list[ServerEvent] = field(default_factory=list)
@@ -110,15 +111,9 @@ def tag_in_context(
     return tagger.tag(batch)
 
 
-def new_tags(tags: list[Tag], mine: set[int], known: set[tuple[int, str]] | None) -> list[Tag]:
-    """Of ``tags``, those on the messages ``mine`` and those of the context before them that
-    are not ``known`` (stored already)."""
-    seen = known or set()
-    return [t for t in tags if t.msg_idx in mine or (t.msg_idx, t.tag) not in seen]
-
-
 def new_tag_rows(tags: pa.Table, mine: set[int], known: set[tuple[int, str]]) -> pa.Table:
-    """``new_tags`` of a table of tags (``to_arrow("tags", …)``), in the same order."""
+    """Of a table of tags (``to_arrow("tags", …)``), the rows on the messages ``mine`` and
+    those of the context before them that are not ``known`` (stored already), in order."""
     inside = pc.is_in(tags.column("msg_idx"), value_set=pa.array(sorted(mine), pa.int32()))
     flags: list[bool] = inside.to_pylist()
     if all(flags):
@@ -193,7 +188,9 @@ class Analyser:
         with timed("tagging"):
             tags = tag_in_context(self.tagger, contexts, before)
         out = self._analyse_calls(contexts)
-        out.tags = new_tags(tags, {c.message.msg_idx for c in contexts}, known)
+        out.tags = new_tag_rows(
+            to_arrow("tags", tags), {c.message.msg_idx for c in contexts}, known or set()
+        )
         return out
 
     def _analyse_calls(self, contexts: list[MessageContext]) -> MessageOutputs:
@@ -293,14 +290,9 @@ class Analyser:
             )
 
     @staticmethod
-    def _write(
-        con: duckdb.DuckDBPyConnection, out: MessageOutputs, tags: pa.Table | None = None
-    ) -> None:
-        """Store ``out``; ``tags``: its tags as a table, stored instead of ``out.tags``."""
-        if tags is None:
-            append(con, "tags", out.tags)
-        else:
-            append_table(con, "tags", tags)
+    def _write(con: duckdb.DuckDBPyConnection, out: MessageOutputs) -> None:
+        if out.tags is not None:
+            append_table(con, "tags", out.tags)
         append(con, "polling_loops", out.polling)
         append(con, "launches", out.launches)
         append(con, "server_events", out.events)
@@ -547,9 +539,9 @@ class MessageRun:
                 head.tags, head.tables, head.before = unpack(packed, 1)[0], None, None
                 continue
             pending.popleft()
-            tags = new_tag_rows(head.tags, head.mine, self.known)
+            tags = head.outputs.tags = new_tag_rows(head.tags, head.mine, self.known)
             with timed("write analysis"):
-                self.analyser._write(self.con, head.outputs, tags)
+                self.analyser._write(self.con, head.outputs)
             self.known = {k for k in self.known if k[0] >= head.tail} | tag_keys(tags, head.tail)
 
 
