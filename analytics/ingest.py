@@ -400,17 +400,21 @@ class Ingestor:
         """Message- and session-level analysis of what a load stored (and of the earlier
         messages whose calls it completed). ``fresh``: a file never stored before (its
         sessions have no analysis rows to replace)."""
+        from analytics.analysis.run import SessionRun
+
         assert self.analyser is not None
         sessions = set(loader.first_idx) | {s for s, _ in touched} | set(loader.sessions)
         stream = loader.stream
         for sid in sorted(sessions):
             start = loader.first_idx.get(sid, 1 << 30)
             extra = [i for s, i in touched if s == sid]
+            session = SessionRun(self.con, sid, min([start, *extra]), fresh=fresh)
             if stream is not None and stream.session_id == sid:
-                stream.finish(start, extra)
+                # (what the session analysis reads of the messages alone, read meanwhile)
+                stream.finish(start, extra, meanwhile=partial(session.prepare, idle=True))
             else:
                 self.analyser.run_messages(self.con, sid, start, extra)
-            self.analyser.run_session(self.con, sid, min([start, *extra]), fresh=fresh)
+            session.finish()
 
     @staticmethod
     def _parse(

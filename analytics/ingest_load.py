@@ -248,9 +248,13 @@ class AnalysisStream:
         assert self.session_id is not None
         self.run.feed(last_idx[self.session_id] - STREAM_LAG)
 
-    def finish(self, start: int, extra: list[int]) -> None:
+    def finish(
+        self, start: int, extra: list[int], meanwhile: Callable[[], None] | None = None
+    ) -> None:
         """After the parse: analyse the rest of the session, or all of it again if
-        something arrived late; ``extra`` are messages whose calls the load completed."""
+        something arrived late; ``extra`` are messages whose calls the load completed.
+        ``meanwhile``: work that needs none of the analysis, done while the worker tags
+        the last chunks (if the stream is kept; left to the caller otherwise)."""
         run = self.run
         assert run is not None
         if self.late or any(i < run.next_lo for i in extra):
@@ -258,7 +262,7 @@ class AnalysisStream:
             self.analyser.clear_from(self.con, self.session_id, start)
             self.analyser.run_messages(self.con, self.session_id, start, extra)
             return
-        run.finish()
+        run.finish(meanwhile)
 
     def abort(self) -> None:
         """Stop the worker, whoever holds it (a no-op once the run closed it)."""

@@ -42,9 +42,9 @@ def streams(monkeypatch: pytest.MonkeyPatch, fork_at_any_size: None) -> list[dic
     seen: list[dict[str, Any]] = []
     real = ingest_load.AnalysisStream.finish
 
-    def finish(self: Any, start: int, extra: list[int]) -> None:
+    def finish(self: Any, start: int, extra: list[int], meanwhile: Any = None) -> None:
         seen.append({"session": self.session_id, "late": self.late, "upto": self.run.next_lo})
-        real(self, start, extra)
+        real(self, start, extra, meanwhile)
 
     monkeypatch.setattr(ingest_load.AnalysisStream, "finish", finish)
     return seen

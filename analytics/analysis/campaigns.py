@@ -801,19 +801,29 @@ def _primary_label(measurements: pd.DataFrame, metric: str) -> str | None:
     return best or None
 
 
-def find_campaigns(frames: SessionFrames) -> tuple[list[Campaign], list[Lever]]:
-    """Campaigns of the session and their levers, in order."""
+def stated_goals(frames: SessionFrames) -> list[Goal]:
+    """:func:`find_goals` of the session's messages: what :func:`find_campaigns` reads of
+    the messages alone, none of the analysis of them (tags, measurements)."""
+    return find_goals(
+        frames.select(
+            "messages",
+            ["msg_idx", "role", "text"],
+            {"role": ["user", "assistant"]},
+            matching={"text": (DIGIT_SQL, _DIGIT)},
+        )
+    )
+
+
+def find_campaigns(
+    frames: SessionFrames, stated: list[Goal] | None = None
+) -> tuple[list[Campaign], list[Lever]]:
+    """Campaigns of the session and their levers, in order. ``stated``: the session's
+    :func:`stated_goals`, when they were found already."""
     vocab = vocabulary()
     session_id = frames.session_id
     campaigns: list[Campaign] = []
     levers: list[Lever] = []
-    stated = frames.select(
-        "messages",
-        ["msg_idx", "role", "text"],
-        {"role": ["user", "assistant"]},
-        matching={"text": (DIGIT_SQL, _DIGIT)},
-    )
-    goals = _campaign_goals(find_goals(stated))
+    goals = _campaign_goals(stated_goals(frames) if stated is None else stated)
     if not goals:
         return campaigns, levers
     shared = _SessionEvents(frames, goals[0][0].msg_idx)

@@ -245,18 +245,20 @@ class _Evidence:
         self.server_msg = [s.msg_idx for s in self.server]
 
     def _calls(self, frames: SessionFrames, claims: np.ndarray) -> None:
-        tc = frames.select(
-            "tool_calls", ["msg_idx", "call_id", "result_msg_idx", "command", "status"],
+        idx, results, *columns = frames.select_lists(
+            "tool_calls", ["msg_idx", "result_msg_idx", "call_id", "command", "status"],
             min_idx=self.lo,
         )
-        msgs = [int(m) for m in tc["msg_idx"].tolist()]
-        # A call still running at the end of the session has no result yet.
-        results = tc["result_msg_idx"]
-        ats = [int(a) for a in results.where(results.notna(), tc["msg_idx"]).tolist()]
+        msgs = [int(m) for m in idx]
+        # A call still running at the end of the session has no result yet (None, or NaN
+        # or NA in a table already read: see select_lists).
+        ats = [
+            int(a) if isinstance(a, int | float) and a == a else m
+            for m, a in zip(msgs, results, strict=True)
+        ]
         counts = Counter(msgs)
         traits: dict[str, tuple[bool, bool]] = {}  # agents repeat their commands
         self.calls: list[_Call] = []
-        columns = (tc["call_id"].tolist(), tc["command"].tolist(), tc["status"].tolist())
         for m, at, cid, cmd, status in zip(msgs, ats, *columns, strict=True):
             command = text_of(cmd)
             if command not in traits:
@@ -300,10 +302,9 @@ class _Evidence:
         if not wanted:
             return {}
         msgs = sorted({m for m, _ in wanted})
-        rows = frames.select(
+        columns = frames.select_lists(
             "tool_calls", ["msg_idx", "call_id", "output"], {"msg_idx": msgs}, min_idx=msgs[0]
         )
-        columns = (rows["msg_idx"].tolist(), rows["call_id"].tolist(), rows["output"].tolist())
         return {
             key: text_of(o)
             for m, c, o in zip(*columns, strict=True)

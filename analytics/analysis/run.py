@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,7 @@ from analytics.store.writer import append, append_table, to_arrow
 from analytics.timing import PEAK_RSS_MIB, TIMINGS, timed
 
 if TYPE_CHECKING:
+    from analytics.analysis.campaigns import Goal
     from analytics.analysis.tagging import Tagger
     from analytics.analysis.tagging.worker import TagWorker
 
@@ -308,28 +309,8 @@ class Analyser:
         fresh: bool = False,
     ) -> None:
         """Recompute the session-level analysis after the message-level analysis of
-        ``msg_idx >= first_changed`` changed: campaigns as a whole, readiness verdicts
-        only for the claims whose evidence window reaches the changed messages.
-        ``fresh``: the session has no session-level rows yet (nothing to delete: each
-        delete scans its table, which a first ingest of many files pays for every file)."""
-        refresh_session_stats(con, session_id)
-        self._diff_launches(con, session_id)
-        from analytics.analysis.readiness import claims_affected_from
-        from analytics.analysis.session import analyse_session, load_session_frames
-
-        claims_from = claims_affected_from(first_changed)
-        with timed("session analysis"):
-            result = analyse_session(load_session_frames(con, session_id), claims_from)
-        if not fresh:
-            for table in ("campaigns", "levers"):
-                con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
-            con.execute(
-                "DELETE FROM readiness_claims WHERE session_id = ? AND msg_idx >= ?",
-                [session_id, claims_from],
-            )
-        append(con, "campaigns", result.campaigns)
-        append(con, "levers", result.levers)
-        append(con, "readiness_claims", result.claims)
+        ``msg_idx >= first_changed`` changed (see :class:`SessionRun`)."""
+        SessionRun(con, session_id, first_changed, fresh).finish()
 
     @staticmethod
     def _diff_launches(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
@@ -353,6 +334,70 @@ class Analyser:
         ]
         con.execute("DELETE FROM launches WHERE session_id = ?", [session_id])
         append(con, "launches", diff_launches(launches))
+
+
+class SessionRun:
+    """The session-level analysis of one session after the message-level analysis of
+    ``msg_idx >= first_changed`` changed: campaigns as a whole, readiness verdicts only for
+    the claims whose evidence window reaches the changed messages. ``fresh``: the session
+    has no session-level rows yet (nothing to delete: each delete scans its table, which a
+    first ingest of many files pays for every file).
+
+    :meth:`prepare` does the part that reads only the rows a parse stores (messages), none
+    of the message-level analysis: an ingest runs it while the tagging worker still tags
+    the session's last chunks, time this process would otherwise spend waiting.
+    """
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        session_id: str,
+        first_changed: int = 0,
+        fresh: bool = False,
+    ) -> None:
+        from analytics.analysis.readiness import claims_affected_from
+        from analytics.analysis.session import load_session_frames
+
+        self.con, self.session_id, self.fresh = con, session_id, fresh
+        self.claims_from = claims_affected_from(first_changed)
+        self.frames = load_session_frames(con, session_id)
+        self._stated: list[Goal] | None = None
+        """The session's stated goals (``campaigns.stated_goals``) once prepared."""
+
+    def prepare(self, idle: bool = False) -> None:
+        """Session statistics and stated goals (once: :meth:`finish` calls it too).
+        ``idle``: this process has nothing else to do (an ingest waiting for its tagging
+        worker), so the native ids of the messages verdicts can name are read as well,
+        whether or not the session has claims."""
+        from analytics.analysis.campaigns import stated_goals
+        from analytics.analysis.readiness import LOOKBACK
+
+        if self._stated is None:
+            refresh_session_stats(self.con, self.session_id)
+            with timed("session analysis"):
+                self._stated = stated_goals(self.frames)
+                if idle:
+                    self.frames.source_id(max(0, self.claims_from - LOOKBACK))
+
+    def finish(self) -> None:
+        """The rest, once the message-level analysis is written; writes the results."""
+        from analytics.analysis.session import analyse_session
+
+        self.prepare()
+        con, session_id = self.con, self.session_id
+        Analyser._diff_launches(con, session_id)
+        with timed("session analysis"):
+            result = analyse_session(self.frames, self.claims_from, self._stated)
+        if not self.fresh:
+            for table in ("campaigns", "levers"):
+                con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
+            con.execute(
+                "DELETE FROM readiness_claims WHERE session_id = ? AND msg_idx >= ?",
+                [session_id, self.claims_from],
+            )
+        append(con, "campaigns", result.campaigns)
+        append(con, "levers", result.levers)
+        append(con, "readiness_claims", result.claims)
 
 
 class MessageRun:
@@ -478,7 +523,7 @@ class MessageRun:
             lo = hi + 1
         self.next_lo = lo
 
-    def finish(self) -> int:
+    def finish(self, meanwhile: Callable[[], None] | None = None) -> int:
         """Analyse the rest of the session's stored messages, then :meth:`close`."""
         hi = self.con.execute(
             "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [self.session_id]
@@ -488,15 +533,19 @@ class MessageRun:
         except BaseException:
             self.stop_worker()
             raise
-        return self.close()
+        return self.close(meanwhile)
 
-    def close(self) -> int:
+    def close(self, meanwhile: Callable[[], None] | None = None) -> int:
         """Wait for the worker's last tags, write everything, save the tooling state;
-        returns the number of messages analysed."""
+        returns the number of messages analysed. ``meanwhile``: work that needs none of
+        this run's outputs, done before waiting for the worker (it is done either way)."""
         if self.worker is not None:
             self.worker.last_submitted()
         try:
             with no_cyclic_gc():
+                self._write_done(block=False)
+                if meanwhile is not None:
+                    meanwhile()
                 self._write_done(block=True)
         finally:
             self.stop_worker()

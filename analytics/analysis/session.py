@@ -21,7 +21,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from analytics.analysis.campaigns import find_campaigns
+from analytics.analysis.campaigns import Goal, find_campaigns
 from analytics.analysis.readiness import judge_claims
 from analytics.gcpause import no_cyclic_gc
 from analytics.models import Campaign, Lever, ReadinessClaim
@@ -276,12 +276,15 @@ def load_session_frames(con: duckdb.DuckDBPyConnection, session_id: str) -> Sess
     return SessionFrames(con, session_id)
 
 
-def analyse_session(frames: SessionFrames, claims_from: int = 0) -> SessionAnalysis:
+def analyse_session(
+    frames: SessionFrames, claims_from: int = 0, stated: list[Goal] | None = None
+) -> SessionAnalysis:
     """Campaigns with their levers, and a verdict for every readiness claim at
-    ``msg_idx >= claims_from`` (see :func:`readiness.claims_affected_from`)."""
+    ``msg_idx >= claims_from`` (see :func:`readiness.claims_affected_from`). ``stated``:
+    the session's :func:`campaigns.stated_goals`, when they were found already."""
     # Tens of thousands of signals, calls and tuples, none in a cycle: the cyclic
     # collector would only walk them (and the ingest's heap) again and again.
     with no_cyclic_gc():
-        campaigns, levers = find_campaigns(frames)
+        campaigns, levers = find_campaigns(frames, stated)
         claims = judge_claims(frames, claims_from)
     return SessionAnalysis(campaigns=campaigns, levers=levers, claims=claims)
