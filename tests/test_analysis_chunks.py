@@ -7,6 +7,8 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -20,8 +22,11 @@ from analytics.analysis import run
 from analytics.analysis.rows import (
     _CALL_COLS,
     _MSG_COLS,
+    _call_values,
+    _message_values,
     contexts_from_rows,
     contexts_from_tables,
+    for_tagging,
     load_contexts,
     load_rows,
     load_tables,
@@ -84,6 +89,38 @@ def test_columns_are_the_models_fields() -> None:
     """The fast constructor relies on the rows naming every field, in order."""
     assert _MSG_COLS == list(Message.model_fields)
     assert _CALL_COLS == list(ToolCall.model_fields)
+
+
+def test_row_values_name_the_columns_in_order() -> None:
+    """The dict displays of the fast constructor read each column of a row into its field."""
+    assert _message_values(tuple(_MSG_COLS)) == {c: c for c in _MSG_COLS}
+    assert list(_message_values(tuple(_MSG_COLS))) == _MSG_COLS
+    assert _call_values(("rowid", *_CALL_COLS)) == {c: c for c in _CALL_COLS}
+    assert list(_call_values(("rowid", *_CALL_COLS))) == _CALL_COLS
+
+
+_TAG_IN_FRESH_PROCESS = """
+import sys
+from analytics.analysis.run import Analyser
+columns = Analyser()._tag_packed(open(sys.argv[1], "rb").read())
+print(len(columns[0]), "pandas" in sys.modules)
+"""
+
+
+def test_the_worker_never_imports_pandas(sample_db: Path, tmp_path: Path) -> None:
+    """A chunk as the worker gets it is tagged without importing pandas (a fifth of a
+    second of the worker's: ``pa.array`` and numpy's conversions import it)."""
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        sid = con.execute("SELECT session_id FROM messages ORDER BY 1 LIMIT 1").fetchone()[0]
+        tables = load_tables(con, sid, 0, 10**6)
+    job = tmp_path / "job.arrows"
+    empty = (tables[0].schema.empty_table(), tables[1].schema.empty_table())
+    job.write_bytes(pack(*for_tagging(empty), *for_tagging(tables)).to_pybytes())
+    out = subprocess.run(
+        [sys.executable, "-c", _TAG_IN_FRESH_PROCESS, str(job)],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert int(out[0]) > 0 and out[1] == "False"
 
 
 def test_fast_loader_builds_what_model_construct_builds(sample_db: Path) -> None:

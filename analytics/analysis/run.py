@@ -44,7 +44,7 @@ from analytics.models import (
     ServerEvent,
     Tag,
 )
-from analytics.store.writer import append, append_table, to_arrow
+from analytics.store.writer import append, append_table, from_columns, to_arrow, to_columns
 from analytics.timing import PEAK_RSS_MIB, TIMINGS, timed
 
 if TYPE_CHECKING:
@@ -230,18 +230,21 @@ class Analyser:
         tool calls just completed), replacing any analysis rows they had."""
         return MessageRun(self, con, session_id, start_idx, extra_idx).finish()
 
-    def _tag_packed(self, packed: bytes | pa.Buffer | memoryview) -> pa.Buffer:
+    def _tag_packed(self, packed: bytes | pa.Buffer | memoryview) -> list[list[Any]]:
         """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
-        before it, handed over as ``pack(*margin, *chunk)``; the tags packed as a table
-        (``to_arrow``), which the ingest process stores as it is: no pydantic record
-        unpickled, nor converted to Arrow, there."""
+        before it, handed over as ``pack(*margin, *chunk)``; the tags as the columns of
+        their table (``to_columns``: no pydantic record to unpickle in the ingest process,
+        which makes the table of them, ``from_columns``). Not the table itself: the first
+        ``pa.array`` call of a process imports pandas, which the ingest process has done
+        already, and which would cost the worker, the ingest's critical path, a fifth of
+        a second."""
         before_msgs, before_calls, msgs, calls = unpack(packed, 4)
         tags = tag_in_context(
             self.tagger,
             contexts_from_tables((msgs, calls)),
             contexts_from_tables((before_msgs, before_calls)),
         )
-        return pack(to_arrow("tags", tags))
+        return to_columns("tags", tags)
 
     def _restore_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
         from analytics.analysis.tooling import ToolingExtractor
@@ -572,7 +575,7 @@ class MessageRun:
                 assert worker is not None  # only chunks handed to the worker wait for tags
                 try:
                     with timed("tagging (waiting for the worker)"):
-                        packed = worker.take(block)
+                        columns = worker.take(block)
                 except WorkerGone as exc:
                     warnings.warn(f"tagging worker failed ({exc}); tagging in this process",
                                   RuntimeWarning, stacklevel=2)
@@ -582,10 +585,10 @@ class MessageRun:
                         if chunk.tags is None:
                             chunk.tag_here(self.analyser.tagger)
                     continue
-                if packed is None:
+                if columns is None:
                     break
                 # (answers come in order)
-                head.tags, head.tables, head.before = unpack(packed, 1)[0], None, None
+                head.tags, head.tables, head.before = from_columns("tags", columns), None, None
                 continue
             pending.popleft()
             tags = head.outputs.tags = new_tag_rows(head.tags, head.mine, self.known)

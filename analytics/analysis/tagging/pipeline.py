@@ -212,9 +212,10 @@ class Tagger:
     def _structural(self, ctx: MessageContext) -> Iterator[tuple[int, Hit]]:
         msg = ctx.message
         idx = msg.msg_idx
-        abort = self.tools.abort("error", msg.error)
+        tools = self.tools
+        abort = tools.abort("error", msg.error) if msg.error else None
         if abort is None and msg.role != "assistant":
-            abort = self.tools.abort("text", msg.text)
+            abort = tools.abort("text", msg.text)
         for call in ctx.results:
             if abort is not None:
                 break
@@ -226,7 +227,7 @@ class Tagger:
                 abort = self.tools.abort("output", call.output)
         if abort is not None:
             yield idx, abort
-        err = message_error(self.tools, msg)
+        err = message_error(tools, msg) if msg.error else None
         if err is not None:
             yield idx, err
         for call in ctx.calls:

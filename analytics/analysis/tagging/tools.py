@@ -102,6 +102,8 @@ class ToolRules:
         self._by_on: dict[str, list[RegexRule]] = {}
         for rule in self.rules:
             self._by_on.setdefault(rule.on, []).append(rule)
+        self._needless = {on: [r for r in rules if not r.needs] for on, rules in self._by_on.items()}
+        """on -> its rules without ``needs``: those that can match a ``_quiet`` text."""
         self._markers_at: dict[str, list[tuple[re.Pattern[str], tuple[str, ...]]]] = {}
         for where, rx, needs in self.markers:
             self._markers_at.setdefault(where, []).append((rx, needs))
@@ -126,7 +128,10 @@ class ToolRules:
         for seen, quiet in self._recent:
             if seen is text or seen == text:
                 return quiet
-        quiet = not any(self._shared_gate.found_in(seg) for _, seg in _output_segments(text))
+        if len(text) <= MAX_OUTPUT_SCAN:  # the one segment is the text itself
+            quiet = not self._shared_gate.found_in(text)
+        else:
+            quiet = not any(self._shared_gate.found_in(seg) for _, seg in _output_segments(text))
         self._recent = [(text, quiet), *self._recent[: RECENT_TEXTS - 1]]
         return quiet
 
@@ -199,14 +204,14 @@ class ToolRules:
         rules = self._by_on.get(on)
         if not text or not rules:
             return []
+        if on in SHARED_GATE_RULES and self._quiet(text):
+            rules = self._needless[on]  # no rule's needs occur: only these can match
         segments = _output_segments(text)
         hits: list[Hit] = []
         done: set[str] = set()
         gate = self._needs_gate.get(on)
         # holds some rule's needs? (found once per segment, when the rule first asks)
         needy: list[bool | None] = [None] * len(segments)
-        if on in SHARED_GATE_RULES and self._quiet(text):
-            needy = [False] * len(segments)
         for rule in rules:
             if rule.label in done or (role and rule.roles and role not in rule.roles):
                 continue

@@ -51,7 +51,7 @@ JOIN_TIMEOUT_S = 5.0
 
 TagJob = Callable[[Any], Any]
 """What the child runs on each job: the tags of the messages the job describes (a list of
-``Tag``, or packed as a table), picklable. A job that travelled through the ring (see
+``Tag``, or the columns of their table), picklable. A job that travelled through the ring (see
 ``Ring``) reaches it as a ``memoryview`` of its bytes, valid until it returns."""
 
 
