@@ -41,3 +41,17 @@ def test_a_full_diagnosis_cache_keeps_what_the_batch_reads(
     model.raw_scores([seen])
     assert model.raw_scores(texts) == expected
     assert model.raw_scores(texts[::-1]) == expected[::-1]  # (from the cache now)
+
+
+def test_short_texts_remembered_or_not_give_the_same_tags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prose`` of user messages and ``_regions`` of short texts come from per-Tagger caches;
+    a full cache is emptied. Tags are those of a fresh Tagger either way."""
+    texts = ["ok?", "status?", "<system-reminder>x</system-reminder> ok?", "It's up! The server is ready."]
+    batch = [_ctx(i, "assistant" if t.startswith("It") else "user", t) for i, t in enumerate(texts * 3)]
+    expected = Tagger().tag(batch)
+    assert {t.tag for t in expected} >= {"user_checkin", "readiness_claim"}
+    monkeypatch.setattr(pipeline, "SHORT_CACHE_SIZE", 2)
+    tagger = Tagger()
+    assert tagger.tag(batch) == expected
+    assert tagger.tag(batch) == expected  # (from the caches now)
+    assert len(tagger._user_prose) <= 2 and len(tagger._short_regions) <= 2

@@ -124,6 +124,28 @@ def test_word_trigger_finds_what_the_plain_trie_finds(role: str, text: str) -> N
     assert word.search(lower) == (plain.search(lower) is not None)
 
 
+@pytest.mark.parametrize("role", ["user", "assistant"])
+@given(text=trigger_texts)
+@settings(max_examples=300, deadline=None)
+def test_pattern_trigger_finds_what_its_regex_finds(role: str, text: str) -> None:
+    lower = text.lower()
+    for trigger in triggers.compile_triggers(_prose_seqs(role)):
+        if isinstance(trigger, triggers.PatternTrigger):
+            assert trigger.opens is not None  # the shipped ones open with punctuation
+            assert trigger.spans(lower) == [m.span() for m in trigger.regex.finditer(lower)]
+            assert trigger.search(lower) == (trigger.regex.search(lower) is not None)
+
+
+def test_a_pattern_trigger_opening_otherwise_searches_every_text() -> None:
+    percent: list[Step] = [(("%",), "+"), (("of",), "")]
+    number: list[Step] = [(("\\d",), ""), (("gb",), "")]
+    (only,) = triggers.compile_triggers([percent])
+    (mixed,) = triggers.compile_triggers([percent, number])
+    assert isinstance(only, triggers.PatternTrigger) and only.opens == {"%"}
+    assert isinstance(mixed, triggers.PatternTrigger) and mixed.opens is None
+    assert not only.search("80 gb") and mixed.spans("80 gb") == [(0, 5)]
+
+
 # --- tool outputs: one literal scan shared by the markers and the rules --------------------
 
 _RULES = ToolRules()

@@ -52,6 +52,10 @@ WHOLE_MESSAGE_LABELS = frozenset({"user_checkin"})
 """Labels whose gate judges the whole message (the check-in gate looks at every word)."""
 PIECE_CACHE_SIZE = 50_000
 """Distinct prose windows whose spans are remembered (per Tagger)."""
+SHORT_CACHE_SIZE = 20_000
+"""Distinct texts up to ``SHORT_PROSE_CHARS`` whose ``prose`` (user messages) and
+``_regions`` are remembered (per Tagger): check-ins ("ok?", "status?") and other short
+messages repeat many times in a session."""
 _WORD = re.compile(r"\S+")
 _Regions = list[tuple[int, int]]
 """Character ranges of a text (``quoted_regions``)."""
@@ -111,6 +115,10 @@ class Tagger:
         self._opener = re.compile(r"\b(?:" + "|".join(map(re.escape, opener)) + r")\b")
         self._piece_cache: dict[_PieceKey, list[tuple[str, str, str, int, int]]] = {}
         self._trigger_cache: dict[str, list[tuple[frozenset[str], list[Trigger] | None]]] = {}
+        self._short_regions: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        """(role, text) -> ``_regions``, for texts up to ``SHORT_PROSE_CHARS``."""
+        self._user_prose: dict[str, str | None] = {}
+        """A user message's text -> its ``prose``, for texts up to ``SHORT_PROSE_CHARS``."""
 
     @cached_property
     def _checkin_max(self) -> int:
@@ -189,11 +197,13 @@ class Tagger:
         todo: list[tuple[MessageContext, str]] = []
         todo_quoted: list[_Regions | None] = []
         for ctx, text, q in zip(batch, texts, quoted, strict=True):
-            if ctx.message.role != "assistant" or (ctx.message.msg_idx, "diagnosis") in found:
+            if text is None:
                 continue
-            if text is not None:
-                todo.append((ctx, text))
-                todo_quoted.append(q)
+            msg = ctx.message
+            if msg.role != "assistant" or (msg.msg_idx, "diagnosis") in found:
+                continue
+            todo.append((ctx, text))
+            todo_quoted.append(q)
         threshold = self.diagnosis.settings.threshold
         tags: list[Tag] = []
         scored = self.diagnosis.best([t for _, t in todo], todo_quoted)
@@ -264,16 +274,26 @@ class Tagger:
         if msg.role == "user" and (msg.is_compaction_summary or msg.is_sidechain):
             return None
         text = msg.text[:MAX_PROSE_CHARS]
-        if msg.role == "user":
-            low = lowered(text)  # of the text as it is now: lowered again after a change
-            for rx in self._context:
-                if rx.may_match(low):
-                    blanked = rx.regex.sub(lambda m: " " * len(m.group(0)), text)
-                    if blanked != text:
-                        text, low = blanked, lowered(blanked)
-            if not text.strip():
-                return None
-        return text
+        if msg.role != "user":
+            return text
+        if len(text) > SHORT_PROSE_CHARS:
+            return self._unwrapped(text)
+        if text not in self._user_prose:
+            if len(self._user_prose) >= SHORT_CACHE_SIZE:
+                self._user_prose.clear()
+            self._user_prose[text] = self._unwrapped(text)
+        return self._user_prose[text]
+
+    def _unwrapped(self, text: str) -> str | None:
+        """A user message's ``text`` with its context wrappers blanked out; None when nothing
+        else is left."""
+        low = lowered(text)  # of the text as it is now: lowered again after a change
+        for rx in self._context:
+            if rx.may_match(low):
+                blanked = rx.regex.sub(lambda m: " " * len(m.group(0)), text)
+                if blanked != text:
+                    text, low = blanked, lowered(blanked)
+        return text if text.strip() else None
 
     # --- prose prefilter ----------------------------------------------------
     def _triggers(self, role: str) -> list[tuple[frozenset[str], list[Trigger] | None]]:
@@ -294,13 +314,25 @@ class Tagger:
             self._trigger_cache[role] = groups
         return self._trigger_cache[role]
 
-    def _regions(self, ctx: MessageContext, text: str) -> list[tuple[int, int]]:
-        """Character ranges of ``text`` worth tokenising: none without a trigger hit, the
-        whole text when it is short or a whole-message rule fired, else windows around the hits."""
+    def _regions(self, role: str, text: str) -> list[tuple[int, int]]:
+        """Character ranges of ``text`` (a message of ``role``) worth tokenising: none without
+        a trigger hit, the whole text when it is short or a whole-message rule fired, else
+        windows around the hits."""
+        if len(text) > SHORT_PROSE_CHARS:
+            return self._find_regions(role, text)
+        key = (role, text)
+        if key not in self._short_regions:
+            if len(self._short_regions) >= SHORT_CACHE_SIZE:
+                self._short_regions.clear()
+            self._short_regions[key] = self._find_regions(role, text)
+        return self._short_regions[key]
+
+    def _find_regions(self, role: str, text: str) -> list[tuple[int, int]]:
+        """``_regions`` of ``text``, found anew (not looked up in ``_short_regions``)."""
         hits: list[tuple[int, int]] = []
         lower = text.lower()
         short = len(text) <= SHORT_PROSE_CHARS
-        for labels, triggers in self._triggers(ctx.message.role):
+        for labels, triggers in self._triggers(role):
             whole = labels <= WHOLE_MESSAGE_LABELS
             if labels == {"user_checkin"} and _more_words_than(text, self._checkin_max):
                 continue  # the check-in gate drops it anyway
@@ -334,21 +366,23 @@ class Tagger:
         fresh: dict[_PieceKey, None] = {}
         after_error = False
         for i, (ctx, text) in enumerate(zip(batch, texts, strict=True)):
+            msg = ctx.message  # read once: each field of a record costs a lookup
             failed = after_error
-            if ctx.message.msg_idx in errors:
+            if msg.msg_idx in errors:
                 after_error = True
-            elif text is not None and ctx.message.role == "assistant":
+            elif text is not None and msg.role == "assistant":
                 after_error = False
             if text is None:
                 continue
-            regions = self._regions(ctx, text)
+            role: str = msg.role
+            regions = self._regions(role, text)
             if not regions:
                 continue
-            failed = ctx.message.role == "assistant" and (failed or self._failure_context(text))
+            failed = role == "assistant" and (failed or self._failure_context(text))
             quoted = quoted_out[i] = quoted_regions(text)
             for a, b in regions:
                 inside = tuple((max(x, a) - a, min(y, b) - a) for x, y in quoted if x < b and y > a)
-                key: _PieceKey = (str(ctx.message.role), text[a:b], inside, failed)
+                key: _PieceKey = (role, text[a:b], inside, failed)
                 todo.append((ctx, a, key))
                 if key not in self._piece_cache:
                     fresh[key] = None
@@ -368,6 +402,7 @@ class Tagger:
         def docs() -> Iterator[Doc]:
             for role, text, quoted, failed in keys:
                 doc = nlp.make_doc(text)
+                doc.user_data["text"] = text
                 doc.user_data["role"] = role
                 doc.user_data["quoted"] = list(quoted)
                 doc.user_data["failure_context"] = failed
