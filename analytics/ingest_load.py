@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import duckdb
 
@@ -27,6 +27,9 @@ from analytics.models import (
 )
 
 if TYPE_CHECKING:  # the writer (pyarrow) is imported when rows are written
+    import pyarrow as pa
+
+    from analytics.analysis.rows import StoredRecords
     from analytics.store.writer import Staging
 
 FLUSH_EVERY = 10_000
@@ -142,15 +145,23 @@ class FileLoader:
         return new
 
     def flush(self) -> None:
-        put = self._put
-        put("messages", self.messages)
-        put("tool_calls", self.calls)
+        put, stream = self._put, self.stream
+        if stream is None:
+            put("messages", self.messages)
+            put("tool_calls", self.calls)
+        else:  # (the stream reads the rows as they go in: a streamed file is never staged)
+            assert self.staging is None
+            appended = Appended(
+                self.messages, self.calls,
+                _append_table(self.con, "messages", self.messages),
+                _append_table(self.con, "tool_calls", self.calls),
+            )
         put("raw_records", self.raws, extra={"path": self.path})
         put("quarantine", self.quarantined, extra={"path": self.path})
         put("redactions", self.redactions, extra={"path": self.path})
         self.messages, self.calls, self.raws, self.quarantined, self.redactions = [], [], [], [], []
-        if self.stream is not None:
-            self.stream.stored(self.first_idx, self.last_idx)
+        if stream is not None:
+            stream.stored(self.first_idx, self.last_idx, appended)
 
     def finish(self) -> list[tuple[str, int]]:
         """Flush, store sessions and apply orphan results; return (session, msg_idx) of calls
@@ -192,6 +203,16 @@ class FileLoader:
         return touched
 
 
+class Appended(NamedTuple):
+    """The messages and tool calls of one flush, with the Arrow tables stored of them
+    (None: no rows)."""
+
+    messages: list[Message]
+    calls: list[ToolCall]
+    msg_table: pa.Table | None
+    call_table: pa.Table | None
+
+
 @dataclass
 class _Redaction:
     session_id: str | None
@@ -212,6 +233,13 @@ class AnalysisStream:
     arrived below the point already analysed (a result that came back much later, a call
     completed by an orphan result); otherwise the session is analysed again from scratch,
     after the parse, exactly as without the stream.
+
+    The run reads the chunks it is fed from the records the flushes stored
+    (:class:`~analytics.analysis.rows.StoredRecords`), not from the database, when those
+    hold every row of the session: kept from the session's first flush on, for the session
+    most likely to be streamed. What the run has read is let go after each feed. The rest of
+    the session, after the parse, too, unless orphan results completed calls of the session
+    (they changed its rows in the database only): then it is read from the database.
     """
 
     def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int) -> None:
@@ -226,27 +254,56 @@ class AnalysisStream:
         are parsed; the run takes it over (or it is stopped unused)."""
         if size >= PREFORK_BYTES:
             self.worker = tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
+        self.records: StoredRecords | None = None
+        """The rows of the session streamed (before the run, of the longest one) as they
+        were stored, from its first flush on; None: not all of them were kept."""
+        self._flushed: set[str] = set()
+        """Sessions with rows stored by the flushes before the last one."""
 
     def check(self, session_id: str, msg_idx: int) -> None:
         """A message or call of ``msg_idx`` arrives: too late if that part is analysed."""
         if self.run is not None and session_id == self.session_id and msg_idx < self.run.next_lo:
             self.late = True
 
-    def stored(self, first_idx: dict[str, int], last_idx: dict[str, int]) -> None:
-        """Everything added so far is stored: feed what is safe to analyse."""
+    def stored(
+        self, first_idx: dict[str, int], last_idx: dict[str, int], appended: Appended
+    ) -> None:
+        """Everything added so far is stored (``appended`` by the last flush): feed what is
+        safe to analyse."""
         from analytics.analysis.run import CHUNK, MessageRun
 
         if self.late:
+            self.records = None
             return
         if self.run is None:
             sid = max(last_idx, key=lambda s: last_idx[s] - first_idx[s], default=None)
+            self._keep(sid, appended)
             if sid is None or last_idx[sid] - STREAM_LAG - first_idx[sid] + 1 < 2 * CHUNK:
                 return  # short sessions are analysed after the parse
             self.session_id = sid
             self.run = MessageRun(self.analyser, self.con, sid, first_idx[sid], worker=self.worker)
             self.worker = None
+        elif self.records is not None:
+            self.records.add(*appended)
         assert self.session_id is not None
-        self.run.feed(last_idx[self.session_id] - STREAM_LAG)
+        self.run.feed(last_idx[self.session_id] - STREAM_LAG, records=self.records)
+        if self.records is not None:
+            self.records.release(self.run.next_lo)
+
+    def _keep(self, session_id: str | None, appended: Appended) -> None:
+        """Before the run: keep the rows of ``session_id`` (the longest session so far) if
+        none of them was stored by an earlier flush (then all of them are kept)."""
+        from analytics.analysis.rows import StoredRecords
+
+        if self.records is None or self.records.session_id != session_id:
+            if session_id is None or session_id in self._flushed:
+                self.records = None  # (its earlier rows were not kept)
+            else:
+                self.records = StoredRecords(session_id)
+        if self.records is not None:
+            self.records.add(*appended)
+        self._flushed.update(m.session_id for m in appended.messages)
+        self._flushed.update(c.session_id for c in appended.calls)
 
     def finish(
         self, start: int, extra: list[int], meanwhile: Callable[[], None] | None = None
@@ -257,20 +314,34 @@ class AnalysisStream:
         the last chunks (if the stream is kept; left to the caller otherwise)."""
         run = self.run
         assert run is not None
+        records, self.records = self.records, None
         if self.late or any(i < run.next_lo for i in extra):
             run.stop_worker()
             self.analyser.clear_from(self.con, self.session_id, start)
             self.analyser.run_messages(self.con, self.session_id, start, extra)
             return
-        run.finish(meanwhile)
+        run.finish(meanwhile, records=None if extra else records)
 
     def abort(self) -> None:
-        """Stop the worker, whoever holds it (a no-op once the run closed it)."""
+        """Stop the worker, whoever holds it (a no-op once the run closed it); let go of
+        the rows kept."""
+        self.records = None
         if self.run is not None:
             self.run.stop_worker()
         if self.worker is not None:
             self.worker.close()
             self.worker = None
+
+
+def _append_table(con: duckdb.DuckDBPyConnection, table: str, rows: list[Any]) -> pa.Table | None:
+    """``_direct_append`` of ``rows``; returns the Arrow table stored (None: no rows)."""
+    if not rows:
+        return None
+    from analytics.store.writer import append_table, to_arrow
+
+    arrow = to_arrow(table, rows)
+    append_table(con, table, arrow)
+    return arrow
 
 
 def _direct_append(con: duckdb.DuckDBPyConnection, table: str, rows: Any, **kw: Any) -> int:

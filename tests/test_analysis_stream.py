@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,12 @@ from _samples import needs_worker, submitted_jobs, table_rows
 from analytics import ingest as ingest_module
 from analytics import ingest_load
 from analytics.analysis import run
+from analytics.analysis.rows import StoredRecords, contexts_from_tables, load_tables, with_calls
 from analytics.analysis.tagging import worker as tag_worker
 from analytics.ingest import ingest
+from analytics.models import Message, MessageContext, ToolCall
 from analytics.samples_path import samples_dir
+from analytics.store.db import connect
 
 SAMPLES = samples_dir()
 TABLES = (
@@ -152,6 +156,45 @@ def test_a_result_that_comes_back_late_is_analysed_again(
             "SELECT count(*) FROM launches WHERE msg_idx = 0").fetchone() == (1,)
 
 
+CODEX_ROLLOUT = (
+    Path(__file__).parent / "fixtures" / "codex"
+    / "rollout-2025-10-01T10-00-00-0199a000-0000-7000-8000-000000000001.jsonl"
+)
+
+
+def _completed_after_the_parse(path: Path) -> None:
+    """The codex fixture's session (without its malformed lines) with 150 plain turns
+    before its calls: long enough to stream. The exit code of its last call comes after
+    the call's output: an orphan result completes the call after the parse, in messages
+    the stream has not analysed yet."""
+    lines = CODEX_ROLLOUT.read_text().splitlines()
+    filler = []
+    for i in range(150):
+        role, kind = ("user", "input_text") if i % 2 else ("assistant", "output_text")
+        filler.append(json.dumps({
+            "timestamp": f"2025-10-01T09:{i // 60:02d}:{i % 60:02d}.000Z",
+            "type": "response_item",
+            "payload": {"type": "message", "role": role,
+                        "content": [{"type": kind, "text": f"step {i}: 1200 tok/s"}]},
+        }))
+    path.write_text("\n".join(lines[:8] + filler + lines[8:36]) + "\n")
+
+
+def test_a_call_completed_after_the_parse_is_read_from_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]]
+) -> None:
+    """The rest of a streamed session is analysed as the database holds it once orphan
+    results are applied, not as the flushes stored it."""
+    session = tmp_path / CODEX_ROLLOUT.name
+    _completed_after_the_parse(session)
+    reference = _analysis(_reference(tmp_path, [session], monkeypatch))
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", 7)
+    db = tmp_path / "streamed.duckdb"
+    assert not ingest([session], db=db, build_index=False).errors
+    assert [s["late"] for s in streams] == [False]
+    assert _analysis(db) == reference
+
+
 @needs_worker
 def test_a_failing_parse_stops_the_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
@@ -196,3 +239,72 @@ def test_a_file_whose_hash_fails_stops_its_worker(
     assert summary.errors and "input/output error" in (summary.errors[0].error or "")
     assert forked
     assert not multiprocessing.active_children()
+
+
+def _records(order: list[int]) -> tuple[list[Message], list[ToolCall]]:
+    """Messages ``order`` of session "s" (and a few of session "other"), with calls made in
+    one message and answered a few later, some never; times aware (UTC and not), naive and
+    absent; one text None."""
+    plus2 = timezone(timedelta(hours=2))
+    msgs, calls = [], []
+    for i in order:
+        ts = [datetime(2025, 3, 1, 12, 0, i % 60, 7, tzinfo=UTC),
+              datetime(2025, 3, 1, 14, 0, i % 60, tzinfo=plus2),
+              datetime(2025, 3, 1, 12, 0, i % 60), None][i % 4]
+        msgs.append(Message(session_id="s", msg_idx=i, source_id=f"u{i}", role="assistant",
+                            ts=ts, text=f"text {i}", is_sidechain=i % 5 == 0))
+        if i % 3 == 0:
+            answered = i + 1 + i % 7 if i % 9 else None
+            calls.append(ToolCall(session_id="s", msg_idx=i, call_id=f"c{i}", tool="Bash",
+                                  command=f"sleep {i}", output=None if answered is None else "ok",
+                                  exit_code=0, started_at=ts, ended_at=ts,
+                                  result_msg_idx=answered))
+        if i % 10 == 0:
+            msgs.append(Message(session_id="other", msg_idx=i, source_id=f"o{i}", role="user"))
+            calls.append(ToolCall(session_id="other", msg_idx=i, call_id=f"o{i}"))
+    msgs[3].text = None  # type: ignore[assignment]  # (a parser may leave it so)
+    return msgs, calls
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_stored_records_are_what_the_database_gives_back(shuffled: bool) -> None:
+    """Chunks, and the contexts of their messages with calls, read from the records a
+    flush stored are those read back from the tables, also after what was fed is let go."""
+    order = list(range(120))
+    if shuffled:
+        order = order[::-1][:40] + order[40:][::-1]
+    msgs, calls = _records(order)
+    con = connect(":memory:", read_only=False)
+    records = StoredRecords("s")
+    for lo in range(0, len(msgs), 50):  # flushes
+        batch_msgs = msgs[lo:lo + 50]
+        batch_calls = [c for c in calls if lo <= msgs.index(_maker(msgs, c)) < lo + 50]
+        records.add(
+            batch_msgs, batch_calls,
+            ingest_load._append_table(con, "messages", batch_msgs),
+            ingest_load._append_table(con, "tool_calls", batch_calls),
+        )
+    for below in (0, 30, 70):
+        records.release(below)
+        for lo, hi in ((below, below + 24), (below + 25, 200), (below + 7, below + 7)):
+            stored = load_tables(con, "s", lo, hi)
+            kept = records.tables(lo, hi)
+            assert kept[0].to_pylist() == stored[0].to_pylist()
+            assert kept[1].drop_columns("rowid").to_pylist() == (
+                stored[1].drop_columns("rowid").to_pylist())
+            assert [t.schema for t in kept] == [t.schema for t in stored]
+            expected = contexts_from_tables(with_calls(stored))
+            got = records.call_contexts(lo, hi)
+            assert repr(got) == repr(expected)
+            for g, e in zip(got, expected, strict=True):
+                assert g.message.model_fields_set == e.message.model_fields_set
+                assert _shared(g) == _shared(e)
+
+
+def _shared(context: MessageContext) -> list[bool]:
+    """Which calls of a message are also among the results it carries (the same record)."""
+    return [any(c is r for r in context.results) for c in context.calls]
+
+
+def _maker(msgs: list[Message], call: ToolCall) -> Message:
+    return next(m for m in msgs if m.session_id == call.session_id and m.msg_idx == call.msg_idx)

@@ -5,13 +5,19 @@ Two shapes of the same rows: Python tuples (``load_rows``), from which
 (``load_tables``), which DuckDB hands over without making a Python object per value. The
 tagging worker gets its chunks as Arrow tables packed into one buffer (``pack``): no
 per-value pickling in the ingest process, which is busy parsing meanwhile; the worker turns
-them into rows (``rows_from_tables``) and the same records.
+them into rows (``rows_from_tables``) and the same records. While a file is parsed, the rows
+just stored come in both shapes from what the loader held (:class:`StoredRecords`), without
+reading them back.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from operator import itemgetter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from itertools import pairwise
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import duckdb
@@ -282,3 +288,177 @@ def unpack(packed: bytes | pa.Buffer | memoryview, n: int) -> list[pa.Table]:
     """The ``n`` tables of ``pack``."""
     reader = pa.BufferReader(packed)
     return [pa.ipc.open_stream(reader).read_all() for _ in range(n)]
+
+
+# --------------------------------------------------------------------------- records just stored
+
+
+class StoredRecords:
+    """One session's messages and tool calls as a loader appended them (redacted, ids
+    remapped), with the Arrow tables it appended (``to_arrow``): the chunks of a session
+    being parsed, in both shapes, as :func:`load_tables` and :func:`contexts_from_tables`
+    would read them back, without a query nor a Python object made per stored value (that
+    process is the one parsing). Exact only while the tables hold no other row of the
+    session than those added here, and none of those changed: what ``AnalysisStream``
+    checks. :meth:`release` drops what no later chunk reads.
+
+    Messages come in ``msg_idx`` order as a rule: a chunk of them is then a slice of what
+    is kept, found by bisection (no copy, no pass over every message kept)."""
+
+    def __init__(self, session_id: str) -> None:
+        from analytics.store.writer import to_arrow
+
+        self.session_id = session_id
+        self._messages: list[Message] = []
+        self._idx: list[int] = []
+        """msg_idx of ``_messages``."""
+        self._in_order = True
+        """``_idx`` never decreases."""
+        self._calls: list[ToolCall] = []
+        self._msg_table: pa.Table = to_arrow("messages", []).select(_MSG_COLS)
+        """``_MSG_COLS`` of ``_messages``, row for row."""
+        calls = to_arrow("tool_calls", []).select(_CALL_COLS)
+        self._call_table: pa.Table = calls.add_column(0, "rowid", pa.array([], pa.int64()))
+        """An insertion counter as ``rowid``, then ``_CALL_COLS`` of ``_calls``, row for row."""
+        self._rowid = 0
+
+    def add(
+        self,
+        messages: Sequence[Message],
+        calls: Sequence[ToolCall],
+        msg_table: pa.Table | None,
+        call_table: pa.Table | None,
+    ) -> None:
+        """Keep the session's part of one append: records of any session and the tables
+        stored of them (None: no rows)."""
+        sid = self.session_id
+        if msg_table is not None:
+            mine = [m.session_id == sid for m in messages]
+            kept = _kept(messages, mine)
+            idx = [m.msg_idx for m in kept]
+            self._in_order = self._in_order and _ascending(self._idx[-1:] + idx)
+            self._messages.extend(kept)
+            self._idx.extend(idx)
+            new = _rows(msg_table.select(_MSG_COLS), mine)
+            self._msg_table = pa.concat_tables([self._msg_table, new])
+        if call_table is not None:
+            mine = [c.session_id == sid for c in calls]
+            self._calls.extend(_kept(calls, mine))
+            rowid = pa.array(range(self._rowid, self._rowid + len(calls)), pa.int64())
+            self._rowid += len(calls)
+            new = _rows(call_table.select(_CALL_COLS).add_column(0, "rowid", rowid), mine)
+            self._call_table = pa.concat_tables([self._call_table, new])
+
+    def _span(self, lo: int, hi: int) -> tuple[int, int] | None:
+        """Where the messages ``lo..hi`` are in ``_messages`` (in order: None)."""
+        if not self._in_order:
+            return None
+        return bisect_left(self._idx, lo), bisect_right(self._idx, hi)
+
+    def tables(self, lo: int, hi: int) -> Tables:
+        """``load_tables`` of messages ``lo..hi``."""
+        span = self._span(lo, hi)
+        if span is not None:
+            msgs = self._msg_table.slice(span[0], span[1] - span[0])
+        else:
+            msgs = _sorted(_rows(self._msg_table, [lo <= i <= hi for i in self._idx]), "msg_idx")
+        return msgs, _rows(self._call_table, [_touches(c, lo, hi) for c in self._calls])
+
+    def call_contexts(self, lo: int, hi: int) -> list[MessageContext]:
+        """``contexts_from_tables(with_calls(self.tables(lo, hi)))``: the messages ``lo..hi``
+        that make a call or carry a result, as the database gives them back (timestamps
+        naive, in UTC; a text None is "")."""
+        call_fields, msg_fields = set(_CALL_COLS), set(_MSG_COLS)
+        context_fields = {"message", "calls", "results"}
+        with no_cyclic_gc():
+            by_call: dict[int, list[ToolCall]] = defaultdict(list)
+            by_result: dict[int, list[ToolCall]] = defaultdict(list)
+            for call in self._calls:
+                if not _touches(call, lo, hi):
+                    continue
+                values = dict(vars(call))
+                values["started_at"] = _stored_ts(values["started_at"])
+                values["ended_at"] = _stored_ts(values["ended_at"])
+                copy = _construct(ToolCall, values, call_fields)
+                by_call[call.msg_idx].append(copy)
+                if call.result_msg_idx is not None:
+                    by_result[call.result_msg_idx].append(copy)
+            out = []
+            for message in self._chunk_messages(lo, hi):
+                idx = message.msg_idx
+                calls_of = by_call.get(idx)
+                results_of = by_result.get(idx)
+                if calls_of is None and results_of is None:
+                    continue
+                d = dict(vars(message))
+                d["ts"] = _stored_ts(d["ts"])
+                if d["text"] is None:
+                    d["text"] = ""
+                out.append(_construct(MessageContext, {
+                    "message": _construct(Message, d, msg_fields),
+                    "calls": calls_of if calls_of is not None else [],
+                    "results": results_of if results_of is not None else [],
+                }, context_fields))
+            return out
+
+    def _chunk_messages(self, lo: int, hi: int) -> list[Message]:
+        """The messages ``lo..hi``, in ``msg_idx`` order (stable)."""
+        span = self._span(lo, hi)
+        if span is not None:
+            return self._messages[span[0]:span[1]]
+        chunk = [m for m, i in zip(self._messages, self._idx, strict=True) if lo <= i <= hi]
+        chunk.sort(key=attrgetter("msg_idx"))
+        return chunk
+
+    def release(self, below: int) -> None:
+        """Drop the messages below ``msg_idx`` ``below`` and the calls neither made nor
+        answered from there on: no chunk from ``below`` on reads them."""
+        span = self._span(below, 1 << 62)
+        if span is not None:
+            first = span[0]
+            self._messages, self._idx = self._messages[first:], self._idx[first:]
+            self._msg_table = self._msg_table.slice(first)
+        else:
+            keep = [i >= below for i in self._idx]
+            self._messages, self._idx = _kept(self._messages, keep), _kept(self._idx, keep)
+            self._msg_table = _rows(self._msg_table, keep)
+        calls = [_touches(c, below, 1 << 62) for c in self._calls]
+        self._calls = _kept(self._calls, calls)
+        self._call_table = _rows(self._call_table, calls)
+
+
+def _ascending(values: list[int]) -> bool:
+    return all(a <= b for a, b in pairwise(values))
+
+
+def _touches(call: ToolCall, lo: int, hi: int) -> bool:
+    """Whether ``call`` is made or answered in messages ``lo..hi``."""
+    answered = call.result_msg_idx
+    return lo <= call.msg_idx <= hi or (answered is not None and lo <= answered <= hi)
+
+
+_EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=UTC)
+
+
+def _stored_ts(ts: datetime | None) -> datetime | None:
+    """``ts`` as a TIMESTAMP column gives it back: an aware time converted to UTC, without
+    its zone (as Arrow converts it when it is stored). By adding its distance from the
+    epoch to the naive epoch: exact (whole microseconds), and a third of the cost of
+    ``astimezone(UTC).replace(tzinfo=None)`` (``replace`` parses keywords)."""
+    if ts is None or ts.tzinfo is None:
+        return ts
+    return _EPOCH + (ts - _EPOCH_UTC)
+
+
+def _kept(items: Sequence[Any], keep: list[bool]) -> list[Any]:
+    if all(keep):
+        return list(items)
+    return [x for x, k in zip(items, keep, strict=True) if k]
+
+
+def _rows(table: pa.Table, keep: list[bool]) -> pa.Table:
+    """The rows of ``table`` flagged in ``keep``: ``table`` itself when that is all of them."""
+    if all(keep):
+        return table
+    return table.filter(pa.array(keep, type=pa.bool_()))

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analytics.analysis.rows import (
+    StoredRecords,
     Tables,
     contexts_from_tables,
     for_tagging,
@@ -472,9 +473,10 @@ class MessageRun:
         before = [c for c in contexts if c.message.msg_idx < msg_idx]
         self.analyser._write(self.con, self.analyser.analyse(redo, before, known))
 
-    def feed(self, upto: int, final: bool = False) -> None:
+    def feed(self, upto: int, final: bool = False, records: StoredRecords | None = None) -> None:
         """Analyse the messages up to ``msg_idx`` ``upto``: whole chunks only unless
-        ``final`` (then the last, shorter one too)."""
+        ``final`` (then the last, shorter one too). ``records``: the session's rows as they
+        were stored, read instead of the database."""
         from analytics.analysis.tagging import worker as tag_worker
 
         lo, analyser = self.next_lo, self.analyser
@@ -495,7 +497,10 @@ class MessageRun:
             hi = min(lo + CHUNK - 1, upto)
             with no_cyclic_gc():
                 with timed("load contexts"):
-                    tables = load_tables(self.con, self.session_id, lo, hi)
+                    if records is None:
+                        tables = load_tables(self.con, self.session_id, lo, hi)
+                    else:
+                        tables = records.tables(lo, hi)
                     indices = msg_indices(tables)
                 if self.before is None:
                     self.before = (tables[0].schema.empty_table(), tables[1].schema.empty_table())
@@ -516,7 +521,10 @@ class MessageRun:
                     if indices:  # the session's extractor, whose state is saved, all the same
                         analyser._extractor(self.session_id)  # (a session without calls too)
                     with timed("load contexts"):
-                        contexts = contexts_from_tables(with_calls(tables))
+                        if records is None:
+                            contexts = contexts_from_tables(with_calls(tables))
+                        else:
+                            contexts = records.call_contexts(lo, hi)
                 chunk.outputs = analyser._analyse_calls(contexts)
                 self.pending.append(chunk)
                 self._write_done(block=False)
@@ -526,13 +534,16 @@ class MessageRun:
             lo = hi + 1
         self.next_lo = lo
 
-    def finish(self, meanwhile: Callable[[], None] | None = None) -> int:
-        """Analyse the rest of the session's stored messages, then :meth:`close`."""
+    def finish(
+        self, meanwhile: Callable[[], None] | None = None, records: StoredRecords | None = None
+    ) -> int:
+        """Analyse the rest of the session's stored messages (read from ``records`` if
+        given, see :meth:`feed`), then :meth:`close`."""
         hi = self.con.execute(
             "SELECT max(msg_idx) FROM messages WHERE session_id = ?", [self.session_id]
         ).fetchone()
         try:
-            self.feed(hi[0] if hi and hi[0] is not None else -1, final=True)
+            self.feed(hi[0] if hi and hi[0] is not None else -1, final=True, records=records)
         except BaseException:
             self.stop_worker()
             raise
