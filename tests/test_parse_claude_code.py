@@ -405,3 +405,27 @@ def test_jsonl_invalid_utf8(tmp_path: Path) -> None:
     assert isinstance(record, Quarantined)
     assert record.location == "line 1" and "\ufffd" in record.raw
     assert ledger.records_quarantined == 1 and ledger.end_offset == path.stat().st_size
+
+
+def test_records_built_without_validation_are_those_pydantic_builds() -> None:
+    """The parser builds its records without pydantic's validation (``_trusted``): each must
+    equal the record validation makes of the same fields, field for field and in order, over
+    every Claude Code fixture and the bundled sample."""
+    from analytics.samples_path import sample_inputs
+
+    paths = sorted(FIXTURES.rglob("*.jsonl"))
+    for sample in sample_inputs():
+        if "claude" in Path(sample).name:
+            paths += sorted(Path(sample).rglob("*.jsonl"))
+    checked = 0
+    for path in paths:
+        if not path.is_file():
+            continue
+        for item in parse(path)[0]:
+            if isinstance(item, Message | ToolCall | RawRecord):
+                again = type(item)(**vars(item))
+                assert list(vars(item)) == list(vars(again)), path
+                assert vars(item) == vars(again), path
+                assert item.model_fields_set <= again.model_fields_set, path
+                checked += 1
+    assert checked > 100

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -180,6 +180,24 @@ class _OpenCall:
             "input": self.use.input,
             "started_at": self.started_at,
         }
+
+
+_new = object.__new__
+_set = object.__setattr__
+_R = TypeVar("_R", Message, ToolCall, RawRecord)
+
+
+def _trusted(cls: type[_R], fields: dict[str, Any]) -> _R:
+    """``cls(**fields)`` without pydantic's validation, for values already of the declared
+    types (``_extract`` checked the line's; the rest the parser makes), ``fields`` naming
+    fields in declaration order: the same record (``__dict__``, fields set, no extras or
+    private attributes) at a third of the cost, paid for every line of a session."""
+    record = _new(cls)
+    _set(record, "__dict__", fields)
+    _set(record, "__pydantic_fields_set__", set(fields))
+    _set(record, "__pydantic_extra__", None)
+    _set(record, "__pydantic_private__", None)
+    return record
 
 
 def _blocks(content: object) -> list[dict[str, object]]:
@@ -421,13 +439,16 @@ class _Parser:
         if not known:
             self.ledger.unknown(rtype)
         self.ledger.stored()
-        return RawRecord(
-            session_id=self.session_id,
-            location=line.location,
-            record_type=rtype,
-            known=known,
-            ts=parse_ts(obj.get("timestamp")),
-            raw=decode_raw(line.raw),
+        return _trusted(
+            RawRecord,
+            {
+                "session_id": self.session_id,
+                "location": line.location,
+                "record_type": rtype,
+                "known": known,
+                "ts": parse_ts(obj.get("timestamp")),
+                "raw": decode_raw(line.raw),
+            },
         )
 
     def _note_summary(self, obj: dict[str, object]) -> None:
@@ -464,20 +485,23 @@ class _Parser:
         self.next_idx += 1
         ts = parse_ts(obj.get("timestamp"))
         items: list[ParsedItem] = [
-            Message(
-                session_id=self.session_id,
-                msg_idx=idx,
-                source_id=line.uuid or f"L{where.line_no}",
-                parent_source_id=line.parent,
-                role=line.role,
-                ts=ts,
-                text=line.text,
-                is_sidechain=line.is_sidechain,
-                is_compaction_summary=line.is_compaction_summary,
-                error=line.error,
-                native_type=line.native_type,
-                model=line.model,
-                location=where.location,
+            _trusted(
+                Message,
+                {
+                    "session_id": self.session_id,
+                    "msg_idx": idx,
+                    "source_id": line.uuid or f"L{where.line_no}",
+                    "parent_source_id": line.parent,
+                    "role": line.role,
+                    "ts": ts,
+                    "text": line.text,
+                    "is_sidechain": line.is_sidechain,
+                    "is_compaction_summary": line.is_compaction_summary,
+                    "error": line.error,
+                    "native_type": line.native_type,
+                    "model": line.model,
+                    "location": where.location,
+                },
             )
         ]
         for use in line.uses:
@@ -487,13 +511,22 @@ class _Parser:
             call = self.pending.pop(result.call_id, None)
             if call is not None:
                 items.append(
-                    ToolCall(
-                        **call.fields(self.session_id),
-                        output=result.text,
-                        status=status,
-                        exit_code=exit_code,
-                        ended_at=ts,
-                        result_msg_idx=idx,
+                    _trusted(
+                        ToolCall,
+                        {
+                            "session_id": self.session_id,
+                            "msg_idx": call.msg_idx,
+                            "call_id": call.use.call_id,
+                            "tool": call.use.tool,
+                            "command": call.use.command,
+                            "input": call.use.input,
+                            "output": result.text,
+                            "status": status,
+                            "exit_code": exit_code,
+                            "started_at": call.started_at,
+                            "ended_at": ts,
+                            "result_msg_idx": idx,
+                        },
                     )
                 )
             elif self.carried.pop(result.call_id, None) is not None:
