@@ -574,6 +574,21 @@ def test_small_chunks_with_and_without_the_worker(
         assert chunked["serial"][table] == expected[table], table
 
 
+def test_outputs_written_some_chunks_at_a_time_are_those_of_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks whose outputs are appended together, a few at a time or all at the end,
+    store what one pass stores."""
+    monkeypatch.setenv(tag_worker.ENV_SWITCH, "0")
+    whole = tmp_path / "whole.duckdb"
+    assert not ingest([SAMPLES], db=whole, build_index=False).errors
+    monkeypatch.setattr(run, "CHUNK", 7)
+    for rows in (1, 10, 1 << 30):
+        monkeypatch.setattr(run.MessageRun, "WRITE_ROWS", rows)
+        db = tmp_path / f"rows{rows}.duckdb"
+        assert not ingest([SAMPLES], db=db, build_index=False).errors
+        assert _analysis(db) == _analysis(whole), rows
+
 
 @needs_worker
 def test_a_session_without_calls_tagged_in_the_worker_keeps_its_tooling_state(

@@ -21,6 +21,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
@@ -355,6 +356,15 @@ class StoredRecords:
             return None
         return bisect_left(self._idx, lo), bisect_right(self._idx, hi)
 
+    def _touching(self, lo: int, hi: int) -> np.ndarray:
+        """Whether each call of ``_calls`` is made or answered in messages ``lo..hi``: from
+        the columns of ``_call_table`` (row for row), at C speed."""
+        table = self._call_table
+        made = table.column("msg_idx").to_numpy()
+        answered = table.column("result_msg_idx").to_numpy()  # NULL: NaN, never in range
+        mask: np.ndarray = ((made >= lo) & (made <= hi)) | ((answered >= lo) & (answered <= hi))
+        return mask
+
     def tables(self, lo: int, hi: int) -> Tables:
         """``load_tables`` of messages ``lo..hi``."""
         span = self._span(lo, hi)
@@ -362,7 +372,7 @@ class StoredRecords:
             msgs = self._msg_table.slice(span[0], span[1] - span[0])
         else:
             msgs = _sorted(_rows(self._msg_table, [lo <= i <= hi for i in self._idx]), "msg_idx")
-        return msgs, _rows(self._call_table, [_touches(c, lo, hi) for c in self._calls])
+        return msgs, _masked(self._call_table, self._touching(lo, hi))
 
     def call_contexts(self, lo: int, hi: int) -> list[MessageContext]:
         """``contexts_from_tables(with_calls(self.tables(lo, hi)))``: the messages ``lo..hi``
@@ -373,9 +383,9 @@ class StoredRecords:
         with no_cyclic_gc():
             by_call: dict[int, list[ToolCall]] = defaultdict(list)
             by_result: dict[int, list[ToolCall]] = defaultdict(list)
-            for call in self._calls:
-                if not _touches(call, lo, hi):
-                    continue
+            calls = self._calls
+            for i in np.flatnonzero(self._touching(lo, hi)).tolist():
+                call = calls[i]
                 values = dict(vars(call))
                 values["started_at"] = _stored_ts(values["started_at"])
                 values["ended_at"] = _stored_ts(values["ended_at"])
@@ -422,19 +432,13 @@ class StoredRecords:
             keep = [i >= below for i in self._idx]
             self._messages, self._idx = _kept(self._messages, keep), _kept(self._idx, keep)
             self._msg_table = _rows(self._msg_table, keep)
-        calls = [_touches(c, below, 1 << 62) for c in self._calls]
-        self._calls = _kept(self._calls, calls)
-        self._call_table = _rows(self._call_table, calls)
+        calls = self._touching(below, 1 << 62)
+        self._calls = _kept(self._calls, calls.tolist())
+        self._call_table = _masked(self._call_table, calls)
 
 
 def _ascending(values: list[int]) -> bool:
     return all(a <= b for a, b in pairwise(values))
-
-
-def _touches(call: ToolCall, lo: int, hi: int) -> bool:
-    """Whether ``call`` is made or answered in messages ``lo..hi``."""
-    answered = call.result_msg_idx
-    return lo <= call.msg_idx <= hi or (answered is not None and lo <= answered <= hi)
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -455,6 +459,13 @@ def _kept(items: Sequence[Any], keep: list[bool]) -> list[Any]:
     if all(keep):
         return list(items)
     return [x for x, k in zip(items, keep, strict=True) if k]
+
+
+def _masked(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """``_rows`` of a mask array."""
+    if keep.all():
+        return table
+    return table.filter(pa.array(keep, type=pa.bool_()))
 
 
 def _rows(table: pa.Table, keep: list[bool]) -> pa.Table:

@@ -70,7 +70,27 @@ class MessageOutputs:
     events: list[ServerEvent] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
 
+    @property
+    def n_rows(self) -> int:
+        """Rows these outputs add to the tables."""
+        n_tags = self.tags.num_rows if self.tags is not None else 0
+        return (
+            n_tags + len(self.polling) + len(self.launches) + len(self.events)
+            + len(self.measurements)
+        )
 
+
+def merged(outputs: list[MessageOutputs]) -> MessageOutputs:
+    """The outputs of several chunks as one, rows in the same order (the tags of the chunks
+    are tables of one schema: ``to_arrow("tags", …)``)."""
+    tags = [o.tags for o in outputs if o.tags is not None and o.tags.num_rows]
+    out = MessageOutputs(tags=pa.concat_tables(tags) if tags else None)
+    for o in outputs:
+        out.polling.extend(o.polling)
+        out.launches.extend(o.launches)
+        out.events.extend(o.events)
+        out.measurements.extend(o.measurements)
+    return out
 
 
 @dataclass
@@ -202,7 +222,8 @@ class Analyser:
         out = MessageOutputs()
         with timed("polling"):
             for ctx in contexts:
-                out.polling.extend(analyse_polling(ctx))
+                if ctx.calls:  # (a loop is a call the message makes, not a result it carries)
+                    out.polling.extend(analyse_polling(ctx))
         with timed("tooling"):
             session_id: str | None = None
             extractor: Any = None
@@ -418,6 +439,9 @@ class MessageRun:
     STREAM_BACKLOG = 8
     """The same while the ingest is still parsing (this process has better things to do),
     or while the tagger is not loaded in this process."""
+    WRITE_ROWS = 50_000
+    """Output rows of analysed chunks held before they are appended together: an append
+    costs about a millisecond whatever its size, and a chunk has five tables."""
 
     def __init__(
         self,
@@ -437,6 +461,9 @@ class MessageRun:
         self._may_fork = worker is None
         """One worker per run at most: one that failed is not forked again."""
         self.pending: deque[_Chunk] = deque()
+        self.unwritten: list[MessageOutputs] = []
+        """Outputs of the chunks out of ``pending``, in order, not appended yet."""
+        self._unwritten_rows = 0
         analyser._restore_tooling(con, session_id)
         extra = sorted({i for i in extra_idx if i < start_idx})
         if extra:
@@ -558,6 +585,7 @@ class MessageRun:
         try:
             with no_cyclic_gc():
                 self._write_done(block=False)
+                self._write_unwritten()  # while the worker tags the last chunks
                 if meanwhile is not None:
                     meanwhile()
                 self._write_done(block=True)
@@ -576,7 +604,8 @@ class MessageRun:
 
     def _write_done(self, block: bool) -> None:
         """Write the leading chunks of ``pending`` whose tags are in (all of them if
-        ``block``); keeps ``known`` (tags stored in the last ``TAG_MARGIN`` messages)."""
+        ``block``); keeps ``known`` (tags stored in the last ``TAG_MARGIN`` messages). Their
+        outputs are appended once ``WRITE_ROWS`` are held, and when ``block``."""
         from analytics.analysis.tagging.worker import WorkerGone
 
         pending, worker = self.pending, self.worker
@@ -603,9 +632,18 @@ class MessageRun:
                 continue
             pending.popleft()
             tags = head.outputs.tags = new_tag_rows(head.tags, head.mine, self.known)
-            with timed("write analysis"):
-                self.analyser._write(self.con, head.outputs)
+            self.unwritten.append(head.outputs)
+            self._unwritten_rows += head.outputs.n_rows
             self.known = {k for k in self.known if k[0] >= head.tail} | tag_keys(tags, head.tail)
+        if block or self._unwritten_rows >= self.WRITE_ROWS:
+            self._write_unwritten()
+
+    def _write_unwritten(self) -> None:
+        """Append the outputs of the chunks out of ``pending``, in one append per table."""
+        if self.unwritten:
+            with timed("write analysis"):
+                self.analyser._write(self.con, merged(self.unwritten))
+            self.unwritten, self._unwritten_rows = [], 0
 
 
 def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> None:

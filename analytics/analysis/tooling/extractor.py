@@ -169,16 +169,20 @@ class ToolingExtractor:
 _new = object.__new__
 _set = object.__setattr__
 M = TypeVar("M", Measurement, ServerEvent)
+_EVENT_FIELDS = set(ServerEvent.model_fields)
+_MEASUREMENT_FIELDS = set(Measurement.model_fields)
 
 
-def _trusted(cls: type[M], **fields: object) -> M:
-    """A record of ``cls`` from values already of the declared types, without re-validation:
-    equal to ``cls(**fields)`` in every way (``__dict__``, fields set, no extras or private
-    attributes) — what ``model_construct`` does, without its per-call overhead. For the
-    records an output can hold thousands of (numbers, log events)."""
+def _trusted(cls: type[M], fields: set[str], values: dict[str, object]) -> M:
+    """A record of ``cls`` from ``values`` for every field, already of the declared types,
+    without re-validation: equal to ``cls(**values)`` in every way (``__dict__``, fields
+    set, no extras or private attributes) — what ``model_construct`` does, without its
+    per-call overhead. For the records an output can hold thousands of (numbers, log
+    events). ``fields``: the names of all fields of ``cls``, as the fields-set shared by its
+    records (pydantic only ever adds a field name to it, present already, or copies it)."""
     record = _new(cls)
-    _set(record, "__dict__", fields)
-    _set(record, "__pydantic_fields_set__", set(fields))
+    _set(record, "__dict__", values)
+    _set(record, "__pydantic_fields_set__", fields)
     _set(record, "__pydantic_extra__", None)
     _set(record, "__pydantic_private__", None)
     return record
@@ -187,10 +191,10 @@ def _trusted(cls: type[M], **fields: object) -> M:
 def _server_event(
     session_id: str, msg_idx: int, engine: str, event: str, detail: str | None, log_ts: str | None
 ) -> ServerEvent:
-    return _trusted(
-        ServerEvent, session_id=session_id, msg_idx=msg_idx, engine=engine, event=event,
-        detail=detail, log_ts=log_ts,
-    )
+    return _trusted(ServerEvent, _EVENT_FIELDS, {
+        "session_id": session_id, "msg_idx": msg_idx, "engine": engine, "event": event,
+        "detail": detail, "log_ts": log_ts,
+    })
 
 
 def _measurement(
@@ -203,7 +207,7 @@ def _measurement(
     source: str,
 ) -> Measurement:
     """``value`` is always a ``float()`` at every call site."""
-    return _trusted(
-        Measurement, session_id=session_id, msg_idx=msg_idx, metric=metric, value=value,
-        unit=unit, label=label, source=source,
-    )
+    return _trusted(Measurement, _MEASUREMENT_FIELDS, {
+        "session_id": session_id, "msg_idx": msg_idx, "metric": metric, "value": value,
+        "unit": unit, "label": label, "source": source,
+    })
