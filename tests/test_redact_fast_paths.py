@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import re
 
-from analytics.redact import Redactor
+from analytics.redact import _SHORT_CLEAN_MAX, Redactor
 from analytics.redact.patterns import _OP_NEXT, Gate, ascii_lower, load_patterns
 
 _PIECES = (
@@ -70,3 +70,15 @@ def test_a_text_seen_again_is_redacted_as_before() -> None:
         assert redactor.redact("".join(list(clean))) == (clean, {})
         new, counts = redactor.redact(leaky)
         assert counts == {"openai_key": 1} and "sk-proj-" not in new
+
+
+def test_a_short_text_seen_again_is_redacted_as_before() -> None:
+    redactor = Redactor()
+    leaky = "password: hunter2!"
+    for i in range(3 * _SHORT_CLEAN_MAX // 2):
+        clean = f"ok? {i}"
+        assert redactor.redact(clean) == (clean, {})
+        if i % 1000 == 0:
+            new, counts = redactor.redact(leaky)
+            assert counts == {"env_secret": 1} and "hunter2" not in new
+    assert len(redactor._short_clean) <= _SHORT_CLEAN_MAX

@@ -83,7 +83,9 @@ _BACK = 4096
 _RECENT = 8
 """How many recent secret-free texts ``Redactor.redact`` remembers (see there)."""
 _RECENT_MIN = 128
-"""Shorter texts are not remembered: scanning them costs little more than looking them up."""
+"""Shorter texts are remembered in a set instead (see ``Redactor.redact``)."""
+_SHORT_CLEAN_MAX = 4096
+"""How many short secret-free texts ``Redactor.redact`` remembers before starting afresh."""
 
 
 def placeholder(kind: str, secret: str) -> str:
@@ -132,6 +134,7 @@ class Redactor:
         self._he_kind: str = he["kind"]
         self._he_len = (int(he["min_len"]), int(he["max_len"]))
         self._recent_clean: deque[str] = deque(maxlen=_RECENT)
+        self._short_clean: set[str] = set()
 
     # detect-secrets takes a quarter of a second to import and most texts never reach its
     # plugins (no gate hits, or none of their trigger words): loaded on first use.
@@ -157,15 +160,20 @@ class Redactor:
 
         A transcript stores a tool's output twice (on the call and on its result
         message), often as one string: a long text found free of secrets is remembered
-        for a few calls, and found so again by a comparison instead of a scan.
+        for a few calls, and found so again by a comparison instead of a scan. Short
+        texts (prompts like "ok?", commands an agent reruns while polling) recur over a
+        whole session, and a set lookup costs a fraction of their scan's fixed cost
+        (a dozen gate searches): the clean ones are remembered in a bounded set.
         """
-        remember = len(text) >= _RECENT_MIN
-        if remember and text in self._recent_clean:
+        long = len(text) >= _RECENT_MIN
+        if text in (self._recent_clean if long else self._short_clean):
             return text, {}
         findings = self.find(text) if text else []
         if not findings:
-            if remember:
+            if long:
                 self._recent_clean.append(text)
+            else:
+                self._remember_short(text)
             return text, {}
         out: list[str] = []
         counts: dict[str, int] = {}
@@ -177,6 +185,11 @@ class Redactor:
             pos = f.end
         out.append(text[pos:])
         return "".join(out), counts
+
+    def _remember_short(self, text: str) -> None:
+        if len(self._short_clean) >= _SHORT_CLEAN_MAX:
+            self._short_clean.clear()
+        self._short_clean.add(text)
 
     def find(self, text: str) -> list[Finding]:
         """Every secret in ``text``, sorted by position, without overlaps."""
