@@ -154,12 +154,25 @@ def contexts_from_rows(
             idx = d["msg_idx"]
             calls_of = by_call.get(idx)
             results_of = by_result.get(idx)
-            out.append(_construct(MessageContext, {
-                "message": _construct(Message, d, msg_fields),
-                "calls": calls_of if calls_of is not None else [],
-                "results": results_of if results_of is not None else [],
-            }, context_fields))
+            out.append(_context(d, calls_of, results_of, msg_fields, context_fields))
         return out
+
+
+def _context(
+    values: dict[str, Any],
+    calls: list[ToolCall] | None,
+    results: list[ToolCall] | None,
+    msg_fields: set[str],
+    context_fields: set[str],
+) -> MessageContext:
+    """The context of the message of ``values`` with the calls it makes and answers (None:
+    none), built as ``_construct`` builds records."""
+    context: MessageContext = _construct(MessageContext, {
+        "message": _construct(Message, values, msg_fields),
+        "calls": calls if calls is not None else [],
+        "results": results if results is not None else [],
+    }, context_fields)
+    return context
 
 
 # --------------------------------------------------------------------------- Arrow tables
@@ -404,11 +417,7 @@ class StoredRecords:
                 d["ts"] = _stored_ts(d["ts"])
                 if d["text"] is None:
                     d["text"] = ""
-                out.append(_construct(MessageContext, {
-                    "message": _construct(Message, d, msg_fields),
-                    "calls": calls_of if calls_of is not None else [],
-                    "results": results_of if results_of is not None else [],
-                }, context_fields))
+                out.append(_context(d, calls_of, results_of, msg_fields, context_fields))
             return out
 
     def _chunk_messages(self, lo: int, hi: int) -> list[Message]:
