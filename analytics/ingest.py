@@ -369,12 +369,14 @@ class Ingestor:
                 [sids]).fetchall()}
             if versions <= {analyser.tagger.version}:
                 return
+        from analytics.analysis.run import SessionRun
+
         self.con.execute("BEGIN TRANSACTION")
         try:
             for sid in sids:
                 analyser.clear_from(self.con, sid)
                 analyser.run_messages(self.con, sid, 0)
-                analyser.run_session(self.con, sid)
+                SessionRun(self.con, sid).finish()
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")

@@ -408,7 +408,7 @@ def test_jsonl_invalid_utf8(tmp_path: Path) -> None:
 
 
 def test_records_built_without_validation_are_those_pydantic_builds() -> None:
-    """The parser builds its records without pydantic's validation (``_trusted``): each must
+    """The parser builds its records without pydantic's validation (``models.trusted``): each must
     equal the record validation makes of the same fields, field for field and in order, over
     every Claude Code fixture and the bundled sample."""
     from analytics.samples_path import sample_inputs

@@ -23,10 +23,9 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel
 
 from analytics.gcpause import no_cyclic_gc
-from analytics.models import Message, MessageContext, ToolCall
+from analytics.models import Message, MessageContext, ToolCall, trusted
 
 _MSG_COLS = [
     "session_id", "msg_idx", "source_id", "parent_source_id", "role", "ts", "text",
@@ -52,29 +51,6 @@ _CALL_SQL = (
     "AND NOT msg_idx BETWEEN $lo AND $hi"
 )
 _MSG_IDX = _MSG_COLS.index("msg_idx")
-_new = object.__new__
-_set = object.__setattr__
-_SLOTS = BaseModel.__dict__
-_set_fields_set = _SLOTS["__pydantic_fields_set__"].__set__
-_set_extra = _SLOTS["__pydantic_extra__"].__set__
-_set_private = _SLOTS["__pydantic_private__"].__set__
-
-
-def _construct(cls: type[Any], values: dict[str, Any], fields: set[str]) -> Any:
-    """``cls.model_construct(**values)`` for ``values`` naming every field in declaration
-    order, without its per-call overhead (a chunk holds thousands of records). ``fields``:
-    those names, as the fields-set, shared by the records of a chunk: pydantic only ever
-    adds a field name to it (present already) or copies it, and a set per record of a dozen
-    names costs a quarter of the construction time and 700 bytes. The slots are set through
-    their descriptors, looked up once, not by name for each record."""
-    obj = _new(cls)
-    _set(obj, "__dict__", values)
-    _set_fields_set(obj, fields)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
-
-
 def _message_values(row: tuple[Any, ...]) -> dict[str, Any]:
     """The fields of the ``Message`` of a message row (``_MSG_COLS``; a NULL text is "").
     A dict display, which Python builds at its final size in one step: ``dict(zip(…))``
@@ -144,7 +120,7 @@ def contexts_from_rows(
         by_result: dict[int, list[ToolCall]] = defaultdict(list)
         for row in calls:
             values = _call_values(row)
-            call = _construct(ToolCall, values, call_fields)
+            call = trusted(ToolCall, values, call_fields)
             by_call[values["msg_idx"]].append(call)
             if values["result_msg_idx"] is not None:
                 by_result[values["result_msg_idx"]].append(call)
@@ -166,9 +142,9 @@ def _context(
     context_fields: set[str],
 ) -> MessageContext:
     """The context of the message of ``values`` with the calls it makes and answers (None:
-    none), built as ``_construct`` builds records."""
-    context: MessageContext = _construct(MessageContext, {
-        "message": _construct(Message, values, msg_fields),
+    none), built as ``trusted`` builds records."""
+    context: MessageContext = trusted(MessageContext, {
+        "message": trusted(Message, values, msg_fields),
         "calls": calls if calls is not None else [],
         "results": results if results is not None else [],
     }, context_fields)
@@ -402,7 +378,7 @@ class StoredRecords:
                 values = dict(vars(call))
                 values["started_at"] = _stored_ts(values["started_at"])
                 values["ended_at"] = _stored_ts(values["ended_at"])
-                copy = _construct(ToolCall, values, call_fields)
+                copy = trusted(ToolCall, values, call_fields)
                 by_call[call.msg_idx].append(copy)
                 if call.result_msg_idx is not None:
                     by_result[call.result_msg_idx].append(copy)

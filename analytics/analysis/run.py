@@ -324,43 +324,6 @@ class Analyser:
         append(con, "server_events", out.events)
         append(con, "measurements", out.measurements)
 
-    # -- session level -------------------------------------------------------
-
-    def run_session(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        session_id: str,
-        first_changed: int = 0,
-        fresh: bool = False,
-    ) -> None:
-        """Recompute the session-level analysis after the message-level analysis of
-        ``msg_idx >= first_changed`` changed (see :class:`SessionRun`)."""
-        SessionRun(con, session_id, first_changed, fresh).finish()
-
-    @staticmethod
-    def _diff_launches(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
-        from analytics.analysis.tooling import diff_launches
-
-        rows = con.execute(
-            "SELECT session_id, msg_idx, call_id, engine, model, host, flags, env, unknown_flags "
-            "FROM launches WHERE session_id = ? ORDER BY msg_idx",
-            [session_id],
-        ).fetchall()
-        if not rows:
-            return
-        launches = [
-            Launch(
-                session_id=r[0], msg_idx=r[1], call_id=r[2], engine=r[3], model=r[4], host=r[5],
-                flags=orjson.loads(r[6]) if r[6] else {},
-                env=orjson.loads(r[7]) if r[7] else {},
-                unknown_flags=orjson.loads(r[8]) if r[8] else {},
-            )
-            for r in rows
-        ]
-        con.execute("DELETE FROM launches WHERE session_id = ?", [session_id])
-        append(con, "launches", diff_launches(launches))
-
-
 class SessionRun:
     """The session-level analysis of one session after the message-level analysis of
     ``msg_idx >= first_changed`` changed: campaigns as a whole, readiness verdicts only for
@@ -410,7 +373,7 @@ class SessionRun:
 
         self.prepare()
         con, session_id = self.con, self.session_id
-        Analyser._diff_launches(con, session_id)
+        self._diff_launches()
         with timed("session analysis"):
             result = analyse_session(self.frames, self.claims_from, self._stated)
         if not self.fresh:
@@ -423,6 +386,30 @@ class SessionRun:
         append(con, "campaigns", result.campaigns)
         append(con, "levers", result.levers)
         append(con, "readiness_claims", result.claims)
+
+    def _diff_launches(self) -> None:
+        """The session's launches again, each with what changed since the one before."""
+        from analytics.analysis.tooling import diff_launches
+
+        con, session_id = self.con, self.session_id
+        rows = con.execute(
+            "SELECT session_id, msg_idx, call_id, engine, model, host, flags, env, unknown_flags "
+            "FROM launches WHERE session_id = ? ORDER BY msg_idx",
+            [session_id],
+        ).fetchall()
+        if not rows:
+            return
+        launches = [
+            Launch(
+                session_id=r[0], msg_idx=r[1], call_id=r[2], engine=r[3], model=r[4], host=r[5],
+                flags=orjson.loads(r[6]) if r[6] else {},
+                env=orjson.loads(r[7]) if r[7] else {},
+                unknown_flags=orjson.loads(r[8]) if r[8] else {},
+            )
+            for r in rows
+        ]
+        con.execute("DELETE FROM launches WHERE session_id = ?", [session_id])
+        append(con, "launches", diff_launches(launches))
 
 
 class MessageRun:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
@@ -43,6 +43,7 @@ from analytics.models import (
     ToolCall,
     ToolResult,
     ToolStatus,
+    trusted,
 )
 from analytics.sources._jsonl import (
     BadRecordError,
@@ -182,22 +183,9 @@ class _OpenCall:
         }
 
 
-_new = object.__new__
-_set = object.__setattr__
-_R = TypeVar("_R", Message, ToolCall, RawRecord)
-
-
-def _trusted(cls: type[_R], fields: dict[str, Any]) -> _R:
-    """``cls(**fields)`` without pydantic's validation, for values already of the declared
-    types (``_extract`` checked the line's; the rest the parser makes), ``fields`` naming
-    fields in declaration order: the same record (``__dict__``, fields set, no extras or
-    private attributes) at a third of the cost, paid for every line of a session."""
-    record = _new(cls)
-    _set(record, "__dict__", fields)
-    _set(record, "__pydantic_fields_set__", set(fields))
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
+_FIELDS = {cls: set(cls.model_fields) for cls in (Message, ToolCall, RawRecord)}
+"""The fields-sets of the records built without validation (``models.trusted``): the
+values of a line were checked by ``_extract``, the rest the parser makes itself."""
 
 
 def _blocks(content: object) -> list[dict[str, object]]:
@@ -439,7 +427,7 @@ class _Parser:
         if not known:
             self.ledger.unknown(rtype)
         self.ledger.stored()
-        return _trusted(
+        return trusted(
             RawRecord,
             {
                 "session_id": self.session_id,
@@ -449,6 +437,7 @@ class _Parser:
                 "ts": parse_ts(obj.get("timestamp")),
                 "raw": decode_raw(line.raw),
             },
+            _FIELDS[RawRecord],
         )
 
     def _note_summary(self, obj: dict[str, object]) -> None:
@@ -485,7 +474,7 @@ class _Parser:
         self.next_idx += 1
         ts = parse_ts(obj.get("timestamp"))
         items: list[ParsedItem] = [
-            _trusted(
+            trusted(
                 Message,
                 {
                     "session_id": self.session_id,
@@ -502,6 +491,7 @@ class _Parser:
                     "model": line.model,
                     "location": where.location,
                 },
+                _FIELDS[Message],
             )
         ]
         for use in line.uses:
@@ -511,7 +501,7 @@ class _Parser:
             call = self.pending.pop(result.call_id, None)
             if call is not None:
                 items.append(
-                    _trusted(
+                    trusted(
                         ToolCall,
                         {
                             "session_id": self.session_id,
@@ -527,6 +517,7 @@ class _Parser:
                             "ended_at": ts,
                             "result_msg_idx": idx,
                         },
+                        _FIELDS[ToolCall],
                     )
                 )
             elif self.carried.pop(result.call_id, None) is not None:

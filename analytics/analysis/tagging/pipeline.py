@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -77,6 +77,21 @@ def _patterns_hash(extra: Path | None) -> str:
     if extra is not None:
         h.update(extra.read_bytes())
     return h.hexdigest()[:8]
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _remembered(cache: dict[_K, _V], key: _K, make: Callable[..., _V], *args: Any) -> _V:
+    """``make(*args)``, remembered under ``key`` in ``cache``, which is emptied once it holds
+    ``SHORT_CACHE_SIZE`` entries."""
+    if key in cache:
+        return cache[key]
+    if len(cache) >= SHORT_CACHE_SIZE:
+        cache.clear()
+    value = cache[key] = make(*args)
+    return value
 
 
 class Tagger:
@@ -278,11 +293,7 @@ class Tagger:
             return text
         if len(text) > SHORT_PROSE_CHARS:
             return self._unwrapped(text)
-        if text not in self._user_prose:
-            if len(self._user_prose) >= SHORT_CACHE_SIZE:
-                self._user_prose.clear()
-            self._user_prose[text] = self._unwrapped(text)
-        return self._user_prose[text]
+        return _remembered(self._user_prose, text, self._unwrapped, text)
 
     def _unwrapped(self, text: str) -> str | None:
         """A user message's ``text`` with its context wrappers blanked out; None when nothing
@@ -320,12 +331,7 @@ class Tagger:
         windows around the hits."""
         if len(text) > SHORT_PROSE_CHARS:
             return self._find_regions(role, text)
-        key = (role, text)
-        if key not in self._short_regions:
-            if len(self._short_regions) >= SHORT_CACHE_SIZE:
-                self._short_regions.clear()
-            self._short_regions[key] = self._find_regions(role, text)
-        return self._short_regions[key]
+        return _remembered(self._short_regions, (role, text), self._find_regions, role, text)
 
     def _find_regions(self, role: str, text: str) -> list[tuple[int, int]]:
         """``_regions`` of ``text``, found anew (not looked up in ``_short_regions``)."""

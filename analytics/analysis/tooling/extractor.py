@@ -9,10 +9,17 @@ scanned: only tool calls (``ctx.calls``) and tool outputs (``ctx.results``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from analytics.errors import AnalyticsError
-from analytics.models import Launch, Measurement, MessageContext, ServerEvent, ToolCall
+from analytics.models import (
+    Launch,
+    Measurement,
+    MessageContext,
+    ServerEvent,
+    ToolCall,
+    trusted,
+)
 
 from .benchmarks import benchmark_numbers
 from .launches import ScriptMemory, flag_changes, parse_launches, remember_written_file
@@ -166,35 +173,18 @@ class ToolingExtractor:
             )
 
 
-_new = object.__new__
-_set = object.__setattr__
-M = TypeVar("M", Measurement, ServerEvent)
 _EVENT_FIELDS = set(ServerEvent.model_fields)
 _MEASUREMENT_FIELDS = set(Measurement.model_fields)
-
-
-def _trusted(cls: type[M], fields: set[str], values: dict[str, object]) -> M:
-    """A record of ``cls`` from ``values`` for every field, already of the declared types,
-    without re-validation: equal to ``cls(**values)`` in every way (``__dict__``, fields
-    set, no extras or private attributes) — what ``model_construct`` does, without its
-    per-call overhead. For the records an output can hold thousands of (numbers, log
-    events). ``fields``: the names of all fields of ``cls``, as the fields-set shared by its
-    records (pydantic only ever adds a field name to it, present already, or copies it)."""
-    record = _new(cls)
-    _set(record, "__dict__", values)
-    _set(record, "__pydantic_fields_set__", fields)
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
+"""The fields-sets of the records an output can hold thousands of (see ``models.trusted``)."""
 
 
 def _server_event(
     session_id: str, msg_idx: int, engine: str, event: str, detail: str | None, log_ts: str | None
 ) -> ServerEvent:
-    return _trusted(ServerEvent, _EVENT_FIELDS, {
+    return trusted(ServerEvent, {
         "session_id": session_id, "msg_idx": msg_idx, "engine": engine, "event": event,
         "detail": detail, "log_ts": log_ts,
-    })
+    }, _EVENT_FIELDS)
 
 
 def _measurement(
@@ -207,7 +197,7 @@ def _measurement(
     source: str,
 ) -> Measurement:
     """``value`` is always a ``float()`` at every call site."""
-    return _trusted(Measurement, _MEASUREMENT_FIELDS, {
+    return trusted(Measurement, {
         "session_id": session_id, "msg_idx": msg_idx, "metric": metric, "value": value,
         "unit": unit, "label": label, "source": source,
-    })
+    }, _MEASUREMENT_FIELDS)
