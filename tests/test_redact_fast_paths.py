@@ -82,3 +82,10 @@ def test_a_short_text_seen_again_is_redacted_as_before() -> None:
             new, counts = redactor.redact(leaky)
             assert counts == {"env_secret": 1} and "hunter2" not in new
     assert len(redactor._short_clean) <= _SHORT_CLEAN_MAX
+    scans = []
+    real = redactor.find
+    redactor.find = lambda text: scans.append(text) or real(text)  # type: ignore[method-assign]
+    for _ in range(3):  # scanned once, then found clean by the lookup; the leaky one each time
+        assert redactor.redact("ready?") == ("ready?", {})
+        assert redactor.redact(leaky)[1] == {"env_secret": 1}
+    assert scans == ["ready?", leaky, leaky, leaky]
