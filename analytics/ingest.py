@@ -412,8 +412,9 @@ class Ingestor:
             extra = [i for s, i in touched if s == sid]
             session = SessionRun(self.con, sid, min([start, *extra]), fresh=fresh)
             if stream is not None and stream.session_id == sid:
-                # (what the session analysis reads of the messages alone, read meanwhile)
-                stream.finish(start, extra, meanwhile=partial(session.prepare, idle=True))
+                # (what the session analysis reads of the messages and of the analysis
+                # written already, read meanwhile)
+                stream.finish(start, extra, meanwhile=session.prepare)
             else:
                 self.analyser.run_messages(self.con, sid, start, extra)
             session.finish()

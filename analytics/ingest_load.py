@@ -306,12 +306,14 @@ class AnalysisStream:
         self._flushed.update(c.session_id for c in appended.calls)
 
     def finish(
-        self, start: int, extra: list[int], meanwhile: Callable[[], None] | None = None
+        self, start: int, extra: list[int], meanwhile: Callable[[int], None] | None = None
     ) -> None:
         """After the parse: analyse the rest of the session, or all of it again if
         something arrived late; ``extra`` are messages whose calls the load completed.
-        ``meanwhile``: work that needs none of the analysis, done while the worker tags
-        the last chunks (if the stream is kept; left to the caller otherwise)."""
+        ``meanwhile``: work that reads no analysis still to be written, done while the
+        worker tags the last chunks (if the stream is kept; left to the caller otherwise);
+        it is given the ``msg_idx`` below which the analysis is final
+        (``MessageRun.settled``)."""
         run = self.run
         assert run is not None
         records, self.records = self.records, None

@@ -293,3 +293,63 @@ def test_a_claim_gets_the_same_verdict_judged_alone_or_with_the_whole_session() 
     whole = {c.msg_idx: (c.verdict, c.reason) for c in judge_claims(frames(), 0)}
     recent = {c.msg_idx: (c.verdict, c.reason) for c in judge_claims(frames(), 90)}
     assert recent[102] == whole[102]
+
+
+ANALYSIS_TABLES = ("tags", "server_events", "launches", "polling_loops", "measurements")
+
+
+def _bench_session() -> duckdb.DuckDBPyConnection:
+    """Claims among smoke tests, benchmarks (one whose result, tagged, comes back long
+    after its call) and server events."""
+    con = duckdb.connect(":memory:")
+    migrate(con)
+    b = SessionBuilder(con, "claude_code:b", "claude_code")
+    for k in range(6):
+        i = b.msg("assistant", "Launching.", 10 * k)
+        b.event(i, "uvicorn_running", "Uvicorn running on http://0.0.0.0:30000")
+        i = b.msg("assistant", "Benchmark.", 10 * k + 1)
+        b.call(i, "python bench.py", "Output token throughput (tok/s): 12.5", 10 * k + 1)
+        if k == 2:  # (the tag on its result only)
+            b.calls[-1]["result_msg_idx"] = late = i + 30
+        else:
+            b.tag(i, "benchmark", "bench")
+        i = b.msg("assistant", "Smoke test.", 10 * k + 2)
+        b.call(i, SMOKE_CMD, '{"content": "Paris is the capital of France."}', 10 * k + 2)
+        b.tag(i, "smoke_test", "chat/completions")
+        if k == 3:
+            b.event(i, "server_ready", "The server is fired up and ready to roll!")
+        i = b.msg("assistant", "The server is ready.", 10 * k + 3)
+        b.tag(i, "readiness_claim", "The server is ready.", 0)
+        for _ in range(5):
+            b.msg("user", "ok", 10 * k + 4)
+    b.tag(late, "benchmark", "bench")
+    b.save("b", "m")
+    return con
+
+
+def test_claims_judged_while_later_analysis_is_unwritten_get_their_final_verdicts(
+    con,
+) -> None:
+    """An ingest judges the claims whose verdicts read only analysis already written
+    (``settled_below``) while its worker tags the last chunks, then the rest: the verdicts
+    of one pass, however many of the later rows are missing at first."""
+    from analytics.analysis.readiness import judge_claims, judge_settled_claims
+
+    bench = _bench_session()
+    sessions = [(con, QWEN), (con, DSV4), (bench, "claude_code:b")]
+    early_judged = 0
+    for db, sid in sessions:
+        whole = judge_claims(load_session_frames(db, sid))
+        assert whole
+        n = db.execute("SELECT max(msg_idx) FROM messages WHERE session_id = ?", [sid]).fetchone()[0]
+        for settled in [*range(0, 80), *range(n - 60, n + 20)]:
+            db.execute("BEGIN TRANSACTION")
+            for table in ANALYSIS_TABLES:  # not written yet
+                db.execute(f"DELETE FROM {table} WHERE session_id = ? AND msg_idx >= ?",
+                           [sid, settled])
+            early, upto = judge_settled_claims(load_session_frames(db, sid), 0, settled)
+            db.execute("ROLLBACK")
+            assert all(c.msg_idx < upto for c in early)
+            assert early + judge_claims(load_session_frames(db, sid), upto) == whole
+            early_judged += len(early)
+    assert early_judged

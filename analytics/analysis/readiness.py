@@ -311,6 +311,12 @@ class _Evidence:
             if (key := (int(m), str(c))) in wanted
         }
 
+    def first_call_resulting_from(self, msg_idx: int) -> int:
+        """The first message (from ``lo`` on) making a call whose result is at or after
+        ``msg_idx``: a verdict whose windows end before it reads no tag of a result
+        message from ``msg_idx`` on. ``msg_idx`` itself when there is none before it."""
+        return min((c.msg for c in self.calls if c.at >= msg_idx), default=msg_idx)
+
     # -- signals -------------------------------------------------------------
 
     def _kind(self, call: _Call, output: str | None) -> str | None:
@@ -527,25 +533,62 @@ def claims_affected_from(first_changed: int) -> int:
 def judge_claims(frames: SessionFrames, from_idx: int = 0) -> list[ReadinessClaim]:
     """A verdict for every ``readiness_claim`` tag of the session at ``msg_idx >=
     from_idx``, in message order (earlier claims are not read)."""
+    return _judge(frames, from_idx, None)[0]
+
+
+def judge_settled_claims(
+    frames: SessionFrames, from_idx: int, settled_below: int
+) -> tuple[list[ReadinessClaim], int]:
+    """The verdicts :func:`judge_claims` gives, of the claims at ``msg_idx >= from_idx``
+    that read no analysis row of a message at or after ``settled_below`` (an ingest
+    waiting for its tagging worker, whose rows below that are written and final), and the
+    ``msg_idx`` from which claims are left to ``judge_claims`` once all rows are written.
+
+    A verdict reads the analysis rows of the messages in its windows (LOOKBACK before
+    its claim to LOOKAHEAD after, or to the next claim when that is closer) and the tags
+    of the messages holding the results of the calls made there. A claim is judged here
+    when those messages are all below ``settled_below``, and so is every claim before it
+    (the rest are judged together, as an append judges its recent claims). Whether server
+    signals come from server events is a fact of the whole session: judged here only
+    when it has events already (rows written are never taken back)."""
+    return _judge(frames, from_idx, settled_below)
+
+
+def _judge(
+    frames: SessionFrames, from_idx: int, settled_below: int | None
+) -> tuple[list[ReadinessClaim], int]:
+    """Verdicts of the claims from ``from_idx`` on (with ``settled_below``: those
+    :func:`judge_settled_claims` may give), and the ``msg_idx`` from which claims are
+    still to be judged."""
     tags = frames.select_lists(
         "tags", ["msg_idx", "evidence", "start_char"], {"tag": ["readiness_claim"]},
-        min_idx=from_idx or None,
+        min_idx=from_idx or None, below_idx=settled_below,
     )
     first_tag: dict[int, tuple[Any, Any]] = {}  # a message's first claim tag speaks
     for i, evidence, start in zip(*tags, strict=True):
         first_tag.setdefault(int(i), (evidence, start))
-    if not first_tag:
-        return []
     idx = sorted(first_tag)
-    texts = frames.select_lists("messages", ["msg_idx", "text"], {"msg_idx": idx})
+    judged = idx
+    if settled_below is not None:
+        judged = idx[: bisect_left(idx, settled_below - LOOKAHEAD)]
+    if not judged:
+        return [], from_idx
+    ev = _Evidence(frames, judged)
+    upto = None
+    if settled_below is not None:
+        if not ev.from_events:
+            return [], from_idx
+        upto = min(settled_below, ev.first_call_resulting_from(settled_below)) - LOOKAHEAD
+        judged = judged[: bisect_left(judged, upto)]
+    texts = frames.select_lists("messages", ["msg_idx", "text"], {"msg_idx": judged})
     message_texts = {int(i): text_of(t) for i, t in zip(*texts, strict=True)}
-    ev = _Evidence(frames, idx)
     claims = []
-    for n, msg_idx in enumerate(idx):
+    for n, msg_idx in enumerate(judged):
         evidence, start = first_tag[msg_idx]
         message_text = message_texts.get(msg_idx, "")
         text = _claim_text(message_text, evidence if isinstance(evidence, str) else None)
+        # (a claim after the last one read is at least LOOKAHEAD messages after it)
         next_claim = idx[n + 1] if n + 1 < len(idx) else None
         pos = int(start) if pd.notna(start) else None
         claims.append(judge_claim(ev, msg_idx, message_text, text, next_claim, pos))
-    return claims
+    return claims, from_idx if upto is None else max(from_idx, upto)

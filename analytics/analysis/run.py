@@ -42,6 +42,7 @@ from analytics.models import (
     Measurement,
     MessageContext,
     PollingLoop,
+    ReadinessClaim,
     ServerEvent,
     Tag,
 )
@@ -331,9 +332,10 @@ class SessionRun:
     has no session-level rows yet (nothing to delete: each delete scans its table, which a
     first ingest of many files pays for every file).
 
-    :meth:`prepare` does the part that reads only the rows a parse stores (messages), none
-    of the message-level analysis: an ingest runs it while the tagging worker still tags
-    the session's last chunks, time this process would otherwise spend waiting.
+    :meth:`prepare` does the part that reads only the rows a parse stores (messages) and
+    the message-level analysis written already and final: an ingest runs it while the
+    tagging worker still tags the session's last chunks, time this process would otherwise
+    spend waiting.
     """
 
     def __init__(
@@ -351,21 +353,29 @@ class SessionRun:
         self.frames = load_session_frames(con, session_id)
         self._stated: list[Goal] | None = None
         """The session's stated goals (``campaigns.stated_goals``) once prepared."""
+        self._judged: list[ReadinessClaim] = []
+        """Verdicts given by :meth:`prepare`: of the claims below ``_judge_from``."""
+        self._judge_from = self.claims_from
 
-    def prepare(self, idle: bool = False) -> None:
+    def prepare(self, settled_below: int | None = None) -> None:
         """Session statistics and stated goals (once: :meth:`finish` calls it too).
-        ``idle``: this process has nothing else to do (an ingest waiting for its tagging
-        worker), so the native ids of the messages verdicts can name are read as well,
-        whether or not the session has claims."""
+        ``settled_below``: this process has nothing else to do (an ingest waiting for its
+        tagging worker) and the message-level analysis of the messages below this
+        ``msg_idx`` is written and final (``MessageRun.settled``); so the native ids of
+        the messages verdicts can name are read as well, whether or not the session has
+        claims, and the claims whose verdicts read only those messages are judged."""
         from analytics.analysis.campaigns import stated_goals
-        from analytics.analysis.readiness import LOOKBACK
+        from analytics.analysis.readiness import LOOKBACK, judge_settled_claims
 
         if self._stated is None:
             refresh_session_stats(self.con, self.session_id)
             with timed("session analysis"):
                 self._stated = stated_goals(self.frames)
-                if idle:
+                if settled_below is not None:
                     self.frames.source_id(max(0, self.claims_from - LOOKBACK))
+                    self._judged, self._judge_from = judge_settled_claims(
+                        self.frames, self.claims_from, settled_below
+                    )
 
     def finish(self) -> None:
         """The rest, once the message-level analysis is written; writes the results."""
@@ -375,7 +385,7 @@ class SessionRun:
         con, session_id = self.con, self.session_id
         self._diff_launches()
         with timed("session analysis"):
-            result = analyse_session(self.frames, self.claims_from, self._stated)
+            result = analyse_session(self.frames, self._judge_from, self._stated)
         if not self.fresh:
             for table in ("campaigns", "levers"):
                 con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
@@ -385,7 +395,7 @@ class SessionRun:
             )
         append(con, "campaigns", result.campaigns)
         append(con, "levers", result.levers)
-        append(con, "readiness_claims", result.claims)
+        append(con, "readiness_claims", self._judged + result.claims)
 
     def _diff_launches(self) -> None:
         """The session's launches again, each with what changed since the one before."""
@@ -448,6 +458,12 @@ class MessageRun:
         self._may_fork = worker is None
         """One worker per run at most: one that failed is not forked again."""
         self.pending: deque[_Chunk] = deque()
+        self.settled = max(0, start_idx - TAG_MARGIN)
+        """The analysis rows of the messages below this ``msg_idx`` are written and this
+        run writes no more of them: the chunks not written yet tag the messages from there
+        on (their own, and the last ``TAG_MARGIN`` before them as context)."""
+        self._popped_tail = self.settled
+        """``tail`` of the last chunk out of ``pending`` (``settled`` once written)."""
         self.unwritten: list[MessageOutputs] = []
         """Outputs of the chunks out of ``pending``, in order, not appended yet."""
         self._unwritten_rows = 0
@@ -549,7 +565,7 @@ class MessageRun:
         self.next_lo = lo
 
     def finish(
-        self, meanwhile: Callable[[], None] | None = None, records: StoredRecords | None = None
+        self, meanwhile: Callable[[int], None] | None = None, records: StoredRecords | None = None
     ) -> int:
         """Analyse the rest of the session's stored messages (read from ``records`` if
         given, see :meth:`feed`), then :meth:`close`."""
@@ -563,10 +579,11 @@ class MessageRun:
             raise
         return self.close(meanwhile)
 
-    def close(self, meanwhile: Callable[[], None] | None = None) -> int:
+    def close(self, meanwhile: Callable[[int], None] | None = None) -> int:
         """Wait for the worker's last tags, write everything, save the tooling state;
-        returns the number of messages analysed. ``meanwhile``: work that needs none of
-        this run's outputs, done before waiting for the worker (it is done either way)."""
+        returns the number of messages analysed. ``meanwhile``: work that reads none of
+        the outputs this run has yet to write, done before waiting for the worker (it is
+        done either way); it is given ``settled``."""
         if self.worker is not None:
             self.worker.last_submitted()
         try:
@@ -574,7 +591,7 @@ class MessageRun:
                 self._write_done(block=False)
                 self._write_unwritten()  # while the worker tags the last chunks
                 if meanwhile is not None:
-                    meanwhile()
+                    meanwhile(self.settled)
                 self._write_done(block=True)
         finally:
             self.stop_worker()
@@ -618,6 +635,7 @@ class MessageRun:
                 head.tags, head.tables, head.before = from_columns("tags", columns), None, None
                 continue
             pending.popleft()
+            self._popped_tail = head.tail
             tags = head.outputs.tags = new_tag_rows(head.tags, head.mine, self.known)
             self.unwritten.append(head.outputs)
             self._unwritten_rows += head.outputs.n_rows
@@ -631,6 +649,7 @@ class MessageRun:
             with timed("write analysis"):
                 self.analyser._write(self.con, merged(self.unwritten))
             self.unwritten, self._unwritten_rows = [], 0
+            self.settled = self._popped_tail
 
 
 def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
