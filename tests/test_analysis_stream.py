@@ -266,13 +266,15 @@ def _records(order: list[int]) -> tuple[list[Message], list[ToolCall]]:
     return msgs, calls
 
 
-@pytest.mark.parametrize("shuffled", [False, True])
-def test_stored_records_are_what_the_database_gives_back(shuffled: bool) -> None:
+@pytest.mark.parametrize("kind", ["in order", "shuffled", "flushes out of order"])
+def test_stored_records_are_what_the_database_gives_back(kind: str) -> None:
     """Chunks, and the contexts of their messages with calls, read from the records a
     flush stored are those read back from the tables, also after what was fed is let go."""
     order = list(range(120))
-    if shuffled:
+    if kind == "shuffled":
         order = order[::-1][:40] + order[40:][::-1]
+    elif kind == "flushes out of order":  # each flush in order, the second below the first
+        order = order[74:] + order[:74]
     msgs, calls = _records(order)
     con = connect(":memory:", read_only=False)
     records = StoredRecords("s")

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytics.analysis.tagging import analyse_polling, loop_shape, parse_shell
-from analytics.analysis.tagging.polling import exit_patterns, seconds
-from analytics.models import Message, MessageContext, ToolCall
+from analytics.analysis.tagging.polling import _TIMEOUT, _says_timeout, exit_patterns, seconds
+from analytics.models import Message, MessageContext, PollingLoop, ToolCall
 
 SEED = """for i in $(seq 1 16); do
   sleep 25
@@ -202,3 +202,32 @@ def test_non_shell_tools_are_ignored() -> None:
     call = ToolCall(session_id="s", msg_idx=0, call_id="c", tool="Read", command=SEED)
     ctx = MessageContext(message=Message(session_id="s", msg_idx=0, source_id="0", role="assistant"), calls=[call])
     assert analyse_polling(ctx) == []
+
+
+@pytest.mark.parametrize("out", [
+    "", "ok", "Timed out", "TIMEOUT waiting", "connection timed out\n", "time out", "timeouts",
+    "estimated time: 3s", "tim", "Tim Out", "\u0130MEOUT", "t\u0130meout", "t\u0131med out",
+    "caf\u00e9 timed out", "caf\u00e9 TIMEOUT", "caf\u00e9 TIMeout", "\u212a timeout",
+])
+def test_says_timeout_is_the_regex(out: str) -> None:
+    assert _says_timeout(out) == bool(_TIMEOUT.search(out))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("tTiImMeEoOuUdD \n\u0130\u0131xé"), max_size=24))
+def test_says_timeout_is_the_regex_on_any_text(out: str) -> None:
+    assert _says_timeout(out) == bool(_TIMEOUT.search(out))
+
+
+@pytest.mark.parametrize("command", [
+    SEED, "watch -n 5 nvidia-smi", "sleep 30 && curl -s localhost:8000/health",
+    "timeout 600 bash -c 'until curl -s localhost:8000/health; do sleep 5; done'",
+])
+def test_loops_are_the_records_validation_builds(command: str) -> None:
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    loop = run(command, "[25s] booting\nREADY", started_at=start,
+               ended_at=start + timedelta(seconds=75))
+    assert loop is not None
+    validated = PollingLoop(**loop.model_dump())
+    assert loop == validated and repr(loop) == repr(validated)
+    assert loop.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)

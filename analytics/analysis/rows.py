@@ -16,13 +16,13 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from itertools import pairwise
 from operator import attrgetter, itemgetter
 from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from analytics.gcpause import no_cyclic_gc
 from analytics.models import Message, MessageContext, ToolCall, trusted
@@ -321,23 +321,28 @@ class StoredRecords:
     ) -> None:
         """Keep the session's part of one append: records of any session and the tables
         stored of them (None: no rows)."""
-        sid = self.session_id
         if msg_table is not None:
-            mine = [m.session_id == sid for m in messages]
-            kept = _kept(messages, mine)
-            idx = [m.msg_idx for m in kept]
-            self._in_order = self._in_order and _ascending(self._idx[-1:] + idx)
-            self._messages.extend(kept)
-            self._idx.extend(idx)
-            new = _rows(msg_table.select(_MSG_COLS), mine)
+            mine = self._mine(msg_table)
+            new = _masked(msg_table.select(_MSG_COLS), mine)
+            idx = new.column("msg_idx").to_numpy()
+            self._in_order = self._in_order and _ascending_after(self._idx, idx)
+            self._messages.extend(_kept(messages, mine.tolist()))
+            self._idx.extend(idx.tolist())
             self._msg_table = pa.concat_tables([self._msg_table, new])
         if call_table is not None:
-            mine = [c.session_id == sid for c in calls]
-            self._calls.extend(_kept(calls, mine))
+            mine = self._mine(call_table)
+            self._calls.extend(_kept(calls, mine.tolist()))
             rowid = pa.array(range(self._rowid, self._rowid + len(calls)), pa.int64())
             self._rowid += len(calls)
-            new = _rows(call_table.select(_CALL_COLS).add_column(0, "rowid", rowid), mine)
+            new = _masked(call_table.select(_CALL_COLS).add_column(0, "rowid", rowid), mine)
             self._call_table = pa.concat_tables([self._call_table, new])
+
+    def _mine(self, table: pa.Table) -> np.ndarray:
+        """Whether each row of a table appended is of this session: from its session_id
+        column, at C speed (the records it was made of, row for row, are not visited)."""
+        same = pc.equal(table.column("session_id"), self.session_id)
+        mask: np.ndarray = same.to_numpy(zero_copy_only=False)
+        return mask
 
     def _span(self, lo: int, hi: int) -> tuple[int, int] | None:
         """Where the messages ``lo..hi`` are in ``_messages`` (in order: None)."""
@@ -422,8 +427,13 @@ class StoredRecords:
         self._call_table = _masked(self._call_table, calls)
 
 
-def _ascending(values: list[int]) -> bool:
-    return all(a <= b for a, b in pairwise(values))
+def _ascending_after(before: list[int], values: np.ndarray) -> bool:
+    """Whether ``values`` never decrease, nor fall below the last of ``before``."""
+    if not len(values):
+        return True
+    if before and before[-1] > values[0]:
+        return False
+    return bool((values[1:] >= values[:-1]).all())
 
 
 _EPOCH = datetime(1970, 1, 1)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, core_words, parse_shell
-from analytics.models import MessageContext, PollingLoop, ToolCall
+from analytics.models import MessageContext, PollingLoop, ToolCall, trusted
 
 CHECK_PROGRAMS = frozenset(
     "tail grep egrep rg curl wget nvidia-smi ps pgrep ls cat test [ [[ head nc ss netstat lsof "
@@ -49,7 +49,7 @@ _UNTIL_GREP = re.compile(
 _ABORTED = re.compile(r"User aborted the command|aborted by user|Tool execution aborted")
 _TIMEOUT = re.compile(r"\btimed? ?out\b|TIMEOUT", re.I)
 _TIME = re.compile("tim", re.I)
-"""Where every ``_TIMEOUT`` match starts, and much faster to rule out."""
+"""Where every ``_TIMEOUT`` match starts, and much faster to rule out (``_says_timeout``)."""
 _ECHO = re.compile(r"""echo\s+(?:-\w+\s+)?["']?([A-Za-z_][\w ]{0,30}?)["']?\s*(?:[;}\n]|$)""")
 
 
@@ -247,13 +247,25 @@ def _outcome(call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out
         return "failed"
     if call.status == "aborted" or ("aborted" in out and _ABORTED.search(out)):
         return "aborted"
-    if call.exit_code == 124 or (_TIME.search(out) and _TIMEOUT.search(out)):
+    if call.exit_code == 124 or _says_timeout(out):
         return "timeout"
     if shape.max_iterations and call.status == "completed" and success:
         lines = _iteration_lines(out)
         if lines >= shape.max_iterations:
             return "timeout"
     return "unknown"
+
+
+def _says_timeout(out: str) -> bool:
+    """Whether ``out`` holds a ``_TIMEOUT`` match. Each starts with ``_TIME``, which most
+    outputs lack: in ASCII text (where "i" has no other case than "I") an ``in`` test of
+    the text in lower case tells it at a fourth of the cost of the case-insensitive search,
+    which other text keeps ("i" then also matches the Turkish dotless and dotted i)."""
+    if out.isascii():
+        may = "tim" in out.lower()
+    else:
+        may = _TIME.search(out) is not None
+    return may and _TIMEOUT.search(out) is not None
 
 
 def _iteration_lines(out: str) -> int:
@@ -276,6 +288,11 @@ def _waited(call: ToolCall, shape: LoopShape, out: str) -> float | None:
     return lines * shape.interval_s
 
 
+_LOOP_FIELDS = set(PollingLoop.model_fields)
+"""The fields-set of the loops ``analyse_call`` builds as ``models.trusted`` builds records:
+each value it gives is of its field's type already (the times are floats)."""
+
+
 def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop | None:
     """The polling loop of one shell tool call, or None."""
     if not shell_tool(call):
@@ -291,19 +308,19 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
     if shape.interval_s is not None and shape.max_iterations:
         span = shape.interval_s * shape.max_iterations
         max_wait = min(max_wait, span) if max_wait else span
-    return PollingLoop(
-        session_id=session_id,
-        msg_idx=msg_idx,
-        call_id=call.call_id,
-        interval_s=shape.interval_s,
-        max_iterations=shape.max_iterations,
-        max_wait_s=max_wait,
-        target=_target(script),
-        success_pattern=pats[0],
-        failure_pattern=pats[1],
-        outcome=_outcome(call, shape, pats, out),  # type: ignore[arg-type]
-        waited_s=_waited(call, shape, out),
-    )
+    return trusted(PollingLoop, {
+        "session_id": session_id,
+        "msg_idx": msg_idx,
+        "call_id": call.call_id,
+        "interval_s": shape.interval_s,
+        "max_iterations": shape.max_iterations,
+        "max_wait_s": max_wait,
+        "target": _target(script),
+        "success_pattern": pats[0],
+        "failure_pattern": pats[1],
+        "outcome": _outcome(call, shape, pats, out),
+        "waited_s": _waited(call, shape, out),
+    }, _LOOP_FIELDS)
 
 
 def analyse_polling(ctx: MessageContext) -> list[PollingLoop]:

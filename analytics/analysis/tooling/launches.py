@@ -22,6 +22,7 @@ import json
 import posixpath
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from analytics.models import Launch
@@ -224,7 +225,16 @@ def flag_changes(before: Launch, after: Launch) -> dict[str, object]:
 
 def _may_matter(command: str, scripts: ScriptMemory) -> bool:
     """False only when walking ``command`` can neither find a launch nor write or run a script,
-    decided without lexing: most commands (``tail``, ``curl``, ``grep``) are skipped here.
+    decided without lexing: most commands (``tail``, ``curl``, ``grep``) are skipped here."""
+    if _may_launch(command):
+        return True
+    return len(scripts) > 0 and scripts.may_be_named_in(_unquoted(command))
+
+
+@lru_cache(maxsize=4096)
+def _may_launch(command: str) -> bool:
+    """What ``_may_matter`` says before looking at the scripts remembered: it depends on the
+    text alone, and agents rerun the same commands (cached).
 
     Checked on the text without quotes, backslashes and newlines, so quoting cannot split a
     word; ``$VAR`` expansion can build words, so a snippet that assigns and expands is walked.
@@ -240,7 +250,7 @@ def _may_matter(command: str, scripts: ScriptMemory) -> bool:
         return True
     if "$" in s and "=" in s and _ASSIGN_LIKE.search(s):  # `in` first: the search is slower
         return True
-    return scripts.may_be_named_in(s)
+    return False
 
 
 def _unquoted(command: str) -> str:

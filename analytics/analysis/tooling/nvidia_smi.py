@@ -87,9 +87,9 @@ def csv_numbers(
 ) -> list[GpuNumber]:
     """Numbers from ``--format=csv`` output; needs a header line or ``--query-gpu`` in the command.
     ``holds``: see ``gpu_numbers``."""
-    query = _QUERY.search(command or "")
     columns: list[str] | None = None
-    if query and "noheader" in (command or ""):
+    query = _QUERY.search(command) if command and "noheader" in command else None
+    if query:
         columns = [c.strip() for c in query.group(1).split(",")]
     holds = holds or text.__contains__
     if columns is None and not holds(CSV_MEMORY) and not holds(CSV_UTILIZATION):
