@@ -228,6 +228,10 @@ def _previous(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, Any] | Non
     return dict(zip([d[0] for d in cur.description], row, strict=True))
 
 
+class _PrefixChanged(Exception):
+    """A file's part already stored changed: what was appended cannot be loaded alone."""
+
+
 @dataclass
 class Warm:
     """What an ingest loads on first use (the redactor; the analyser with spaCy and the
@@ -308,6 +312,10 @@ class Ingestor:
                 raise
         appendable = getattr(module, "APPENDABLE", False) and path.is_file()
         mark = int(prev["end_offset"] or 0) if prev and appendable else 0
+        if prev and appendable and prev["format"] == fmt and size > mark > 0 and (
+            size != prev["bytes"]  # (so not unchanged: its hash differs from the stored one)
+        ):
+            return self._append(path, key, fmt, module, size, mtime, prev, mark)
         sha, prefix = content_shas(path, [mark] if mark else [])
         if prev and prev["sha256"] == sha and prev["format"] == fmt:
             self.con.execute("UPDATE ingest_files SET mtime = ? WHERE path = ?", [mtime, key])
@@ -323,6 +331,35 @@ class Ingestor:
             resume = self._resume_from(key, prev)
         return self._load_in_transaction(
             path, key, fmt, module, size, mtime, lambda: sha, prev, resume)
+
+    def _append(
+        self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
+        prev: dict[str, Any], mark: int,
+    ) -> FileResult:
+        """Load what was appended to a stored file past ``mark`` (the end of what was read
+        of it) while the file is hashed on a thread (hashlib and reads release the GIL): the
+        hash of its first ``mark`` bytes, checked before the commit, confirms that the
+        stored part is unchanged. A file whose first ``mark`` bytes changed is loaded again
+        whole, the resumed load rolled back."""
+        hashing = _HASHING.submit(content_shas, path, [mark])
+
+        def checked_sha() -> str:
+            sha, prefix = hashing.result()
+            if prefix[mark] != prev["prefix_sha256"]:
+                raise _PrefixChanged(key)
+            return sha
+
+        try:
+            return self._load_in_transaction(
+                path, key, fmt, module, size, mtime, checked_sha, prev,
+                self._resume_from(key, prev))
+        except Exception:
+            sha, prefix = hashing.result()
+            if prefix[mark] == prev["prefix_sha256"]:
+                raise
+        if self.loaded.analyser is not None:
+            self.loaded.analyser.forget_sessions()  # (what the rolled-back load kept in memory)
+        return self._load_in_transaction(path, key, fmt, module, size, mtime, lambda: sha, prev)
 
     def _load_in_transaction(
         self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -119,6 +120,27 @@ def test_rewritten_file_replaces_its_rows(tmp_path: Path) -> None:
     res = ingest([src], db=db)
     assert [f.status for f in res.files] == ["ingested"]
     assert _counts(db)["messages"] == 5
+
+
+def test_grown_file_whose_stored_part_changed_is_ingested_again(tmp_path: Path) -> None:
+    """The resumed load, run while the file is hashed, is rolled back once the hash shows
+    the part stored before changed; the file is then read whole."""
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(10)])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    _write(src, [_cc_line(i, session="99999999-2222-3333-4444-555555555555") for i in range(14)])
+    res = ingest([src], db=db)
+    assert [f.status for f in res.files] == ["ingested"]
+    clean = tmp_path / "clean.duckdb"
+    ingest([src], db=clean)
+    assert _counts(db) == _counts(clean)
+    con = duckdb.connect(str(db), read_only=True)
+    sessions = con.execute("SELECT session_id FROM sessions").fetchall()
+    (sha, prefix), = con.execute("SELECT sha256, prefix_sha256 FROM ingest_files").fetchall()
+    con.close()
+    assert sessions == [("claude_code:99999999-2222-3333-4444-555555555555",)]
+    assert sha == prefix == hashlib.sha256(src.read_bytes()).hexdigest()
 
 
 def test_unknown_file_is_one_error_and_the_run_goes_on(tmp_path: Path) -> None:

@@ -42,15 +42,14 @@ def get_module(fmt: str) -> ModuleType:
         raise UsageError(f"format {fmt!r} is not available in this install: {exc}") from exc
 
 
-def available_modules() -> list[tuple[str, ModuleType]]:
-    """The format modules that import, in detection order."""
-    found = []
+def available_modules() -> Iterator[tuple[str, ModuleType]]:
+    """The format modules that import, in detection order, each imported when reached:
+    detection stops at the first that claims a file, so the later ones are not imported."""
     for fmt in MODULES:
         try:
-            found.append((fmt, get_module(fmt)))
+            yield fmt, get_module(fmt)
         except UsageError:
             continue
-    return found
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
