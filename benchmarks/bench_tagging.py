@@ -1,13 +1,16 @@
 """Tagging speed, two ways, each against a reference measured in the same run.
 
-    python benchmarks/bench_tagging.py [--records 100000] [--messages 20000] [--seed 0]
+    python benchmarks/bench_tagging.py [--records 100000] [--messages 20000] [--seed 0] [--rounds 3]
 
 1. Ingest with tagging (issue 3's goal: <= 4x DuckDB's own ``read_json`` of the same file).
    A seeded 100k-record Claude-Code-shaped session (``_corpus.py``, as bench_ingest.py uses)
    is ingested in a fresh process with tagging and every other analysis on, redaction on,
    no BM25 index (a separate cost, timed by bench_ingest.py); ``read_json`` of the file into
-   a table is the reference. An ingest without analysis shows what tagging and analysis
-   add; the stage split (``TRANSCRIPTS_TIMING``) is printed too.
+   a table is the reference. Both run ``--rounds`` times, alternated, each into a fresh
+   database; the goal's ratio is the best ingest against the best reference (each at this
+   machine's best moment), and every round's own ratio is printed with their median. An
+   ingest without analysis shows what tagging and analysis add; the stage split
+   (``TRANSCRIPTS_TIMING``) of the fastest tagged ingest is printed too.
 2. The Tagger alone over a generated batch of messages, against spaCy's blank English
    tokenizer over the same prose (``nlp.make_doc``): the floor any spaCy-based prose tagger
    pays. Tool outputs are never tokenised by the Tagger, so the reference does not tokenise
@@ -90,8 +93,9 @@ def size_mb(batch: list[MessageContext]) -> float:
     return n / 1e6
 
 
-def ingest_with_tagging(records: int) -> None:
-    """Part 1: a fresh-process ingest with tagging against ``read_json``, same file, same run."""
+def ingest_with_tagging(records: int, rounds_wanted: int = 3) -> None:
+    """Part 1: fresh-process ingests with tagging against ``read_json``, same file, same run,
+    ``rounds_wanted`` alternated rounds of each."""
     work = Path(tempfile.mkdtemp(prefix="bench_tagging_"))
     try:
         src = work / "session.jsonl"
@@ -118,24 +122,40 @@ def ingest_with_tagging(records: int) -> None:
             return time.perf_counter() - t0
 
         os.sync()  # the corpus just written is not flushed to disk during the timed steps
-        ref = min(timed_run(ref_code("ref.duckdb"), "read_json"),  # its best of two
-                  timed_run(ref_code("ref2.duckdb"), "read_json"))
-        lite = timed_run(ingest_code("lite.duckdb", ", analyse=False"), "parse+store")
         env = {**os.environ, "TRANSCRIPTS_TIMING": "1"}
-        t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", ingest_code("tagged.duckdb")], env=env,
-                              capture_output=True, text=True)
-        tagged = time.perf_counter() - t0
-        if done.returncode:
-            raise SystemExit(f"ingest step failed: {done.stderr[-2000:]}")
-        print(f"{'duckdb read_json (reference)':<44}{ref:>8.2f} s")
+        # Alternated rounds of the reference and the tagged ingest, each into a fresh
+        # database: the goal compares each at its best (this machine's speed drifts by a
+        # tenth between minutes); every round's own ratio is printed too.
+        rounds: list[tuple[float, float]] = []
+        stages = ""
+        for n in range(max(1, rounds_wanted)):
+            ref_n = timed_run(ref_code(f"ref{n}.duckdb"), "read_json")
+            t0 = time.perf_counter()
+            done = subprocess.run([sys.executable, "-c", ingest_code(f"tagged{n}.duckdb")],
+                                  env=env, capture_output=True, text=True)
+            tagged_n = time.perf_counter() - t0
+            if done.returncode:
+                raise SystemExit(f"ingest step failed: {done.stderr[-2000:]}")
+            if not stages or tagged_n <= min(t for _, t in rounds):
+                stages = done.stderr  # the stage split of the fastest tagged ingest
+            rounds.append((ref_n, tagged_n))
+            for db in (f"ref{n}.duckdb", f"tagged{n}.duckdb"):
+                (work / db).unlink(missing_ok=True)
+        lite = timed_run(ingest_code("lite.duckdb", ", analyse=False"), "parse+store")
+        ref, tagged = min(r for r, _ in rounds), min(t for _, t in rounds)
+        ratios = sorted(t / r for r, t in rounds)
+        print(f"{'duckdb read_json (reference), best':<44}{ref:>8.2f} s")
         print(f"{'ingest, parse+store+redaction only':<44}{lite:>8.2f} s   {lite / ref:.2f}x")
         print(f"{'ingest with tagging and analysis, no index':<44}{tagged:>8.2f} s"
-              f"   {tagged / ref:.2f}x   (goal <= 4x)")
+              f"   {tagged / ref:.2f}x   (goal <= 4x; best against best)")
         print(f"{'  of which tagging and analysis':<44}{tagged - lite:>8.2f} s"
               f"   {(tagged - lite) / ref:.2f}x")
+        print("rounds (read_json s, tagged ingest s, ratio): " + "; ".join(
+            f"{r:.2f}, {t:.2f}, {t / r:.2f}x" for r, t in rounds)
+            + f"; median ratio {ratios[len(ratios) // 2]:.2f}x")
+        done_stderr = stages
         print("where the ingest spent its time (stages overlap when a worker tags):")
-        for line in done.stderr.splitlines():
+        for line in done_stderr.splitlines():
             if line.startswith("timing "):
                 print("  " + line[len("timing "):])
     finally:
@@ -175,8 +195,9 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000, help="records of the ingest corpus")
     ap.add_argument("--messages", type=int, default=20000, help="messages for the Tagger alone")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of part 1")
     args = ap.parse_args()
-    ingest_with_tagging(args.records)
+    ingest_with_tagging(args.records, args.rounds)
     print()
     tagger_alone(args.messages, args.seed)
 
