@@ -3,6 +3,8 @@ without losing the pieces the current batch still reads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from analytics.analysis.tagging import Tagger, pipeline
@@ -55,3 +57,28 @@ def test_short_texts_remembered_or_not_give_the_same_tags(monkeypatch: pytest.Mo
     assert tagger.tag(batch) == expected
     assert tagger.tag(batch) == expected  # (from the caches now)
     assert len(tagger._user_prose) <= 2 and len(tagger._short_regions) <= 2
+
+
+def test_tags_are_the_records_validation_builds(tmp_path: Path) -> None:
+    """The Tagger builds its tags without pydantic's validation (``models.trusted``): each is
+    the record validation makes of the same values (types included: ``repr`` shows an int
+    where a float belongs), over the bundled sessions, rule and model tags alike."""
+    import duckdb
+
+    from analytics.analysis.rows import load_contexts
+    from analytics.ingest import ingest
+    from analytics.models import Tag
+    from analytics.samples_path import sample_inputs
+
+    db = tmp_path / "samples.duckdb"
+    assert not ingest(sample_inputs(), db=db, analyse=False, build_index=False).errors
+    tagger, sources, n = Tagger(), set(), 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        for (sid,) in con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall():
+            for tag in tagger.tag(load_contexts(con, sid, 0, 1 << 30)):
+                validated = Tag(**tag.model_dump())
+                assert repr(tag) == repr(validated), tag
+                assert tag.model_fields_set == validated.model_fields_set
+                sources.add(tag.source)
+                n += 1
+    assert n > 100 and sources == {"rules", "model"}
