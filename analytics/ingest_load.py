@@ -151,10 +151,12 @@ class FileLoader:
             put("tool_calls", self.calls)
         else:  # (the stream reads the rows as they go in: a streamed file is never staged)
             assert self.staging is None
+            from analytics.store.writer import append_stored
+
             appended = Appended(
                 self.messages, self.calls,
-                _append_table(self.con, "messages", self.messages),
-                _append_table(self.con, "tool_calls", self.calls),
+                append_stored(self.con, "messages", self.messages),
+                append_stored(self.con, "tool_calls", self.calls),
             )
         put("raw_records", self.raws, extra={"path": self.path})
         put("quarantine", self.quarantined, extra={"path": self.path})
@@ -333,17 +335,6 @@ class AnalysisStream:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
-
-
-def _append_table(con: duckdb.DuckDBPyConnection, table: str, rows: list[Any]) -> pa.Table | None:
-    """``_direct_append`` of ``rows``; returns the Arrow table stored (None: no rows)."""
-    if not rows:
-        return None
-    from analytics.store.writer import append_table, to_arrow
-
-    arrow = to_arrow(table, rows)
-    append_table(con, table, arrow)
-    return arrow
 
 
 def _direct_append(con: duckdb.DuckDBPyConnection, table: str, rows: Any, **kw: Any) -> int:

@@ -23,6 +23,7 @@ from analytics.ingest import ingest
 from analytics.models import Message, MessageContext, ToolCall
 from analytics.samples_path import samples_dir
 from analytics.store.db import connect
+from analytics.store.writer import append_stored
 
 SAMPLES = samples_dir()
 TABLES = (
@@ -76,6 +77,18 @@ def _reference(tmp_path: Path, paths: list[Path], monkeypatch: pytest.MonkeyPatc
         db = tmp_path / "reference.duckdb"
         assert not ingest(paths, db=db, build_index=False).errors
     return db
+
+
+def _streamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: Path, lag: int
+) -> tuple[dict[str, list[tuple[object, ...]]], Path]:
+    """The analysis one pass stores of ``session``, and the database of an ingest of it
+    streamed with ``STREAM_LAG`` ``lag``."""
+    reference = _analysis(_reference(tmp_path, [session], monkeypatch))
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", lag)
+    db = tmp_path / "streamed.duckdb"
+    assert not ingest([session], db=db, build_index=False).errors
+    return reference, db
 
 
 @pytest.mark.parametrize("worker_on", [pytest.param("1", marks=needs_worker), "0"])
@@ -145,10 +158,7 @@ def test_a_result_that_comes_back_late_is_analysed_again(
 ) -> None:
     session = tmp_path / "late.jsonl"
     _late_result_session(session, 240)
-    reference = _analysis(_reference(tmp_path, [session], monkeypatch))
-    monkeypatch.setattr(ingest_load, "STREAM_LAG", 5)
-    db = tmp_path / "streamed.duckdb"
-    assert not ingest([session], db=db, build_index=False).errors
+    reference, db = _streamed(tmp_path, monkeypatch, session, 5)
     assert [s["late"] for s in streams] == [True]
     assert _analysis(db) == reference
     with duckdb.connect(str(db), read_only=True) as con:
@@ -187,10 +197,7 @@ def test_a_call_completed_after_the_parse_is_read_from_the_database(
     results are applied, not as the flushes stored it."""
     session = tmp_path / CODEX_ROLLOUT.name
     _completed_after_the_parse(session)
-    reference = _analysis(_reference(tmp_path, [session], monkeypatch))
-    monkeypatch.setattr(ingest_load, "STREAM_LAG", 7)
-    db = tmp_path / "streamed.duckdb"
-    assert not ingest([session], db=db, build_index=False).errors
+    reference, db = _streamed(tmp_path, monkeypatch, session, 7)
     assert [s["late"] for s in streams] == [False]
     assert _analysis(db) == reference
 
@@ -283,8 +290,8 @@ def test_stored_records_are_what_the_database_gives_back(kind: str) -> None:
         batch_calls = [c for c in calls if lo <= msgs.index(_maker(msgs, c)) < lo + 50]
         records.add(
             batch_msgs, batch_calls,
-            ingest_load._append_table(con, "messages", batch_msgs),
-            ingest_load._append_table(con, "tool_calls", batch_calls),
+            append_stored(con, "messages", batch_msgs),
+            append_stored(con, "tool_calls", batch_calls),
         )
     for below in (0, 30, 70):
         records.release(below)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -116,14 +116,9 @@ def contexts_from_rows(
     call_fields, msg_fields = set(_CALL_COLS), set(_MSG_COLS)
     context_fields = {"message", "calls", "results"}
     with no_cyclic_gc():
-        by_call: dict[int, list[ToolCall]] = defaultdict(list)
-        by_result: dict[int, list[ToolCall]] = defaultdict(list)
-        for row in calls:
-            values = _call_values(row)
-            call = trusted(ToolCall, values, call_fields)
-            by_call[values["msg_idx"]].append(call)
-            if values["result_msg_idx"] is not None:
-                by_result[values["result_msg_idx"]].append(call)
+        by_call, by_result = _by_message(
+            trusted(ToolCall, _call_values(row), call_fields) for row in calls
+        )
         out = []
         for row in msgs:
             d = _message_values(row)
@@ -132,6 +127,19 @@ def contexts_from_rows(
             results_of = by_result.get(idx)
             out.append(_context(d, calls_of, results_of, msg_fields, context_fields))
         return out
+
+
+def _by_message(
+    calls: Iterable[ToolCall],
+) -> tuple[dict[int, list[ToolCall]], dict[int, list[ToolCall]]]:
+    """``calls`` by the message that makes them and by the one that carries their result."""
+    by_call: dict[int, list[ToolCall]] = defaultdict(list)
+    by_result: dict[int, list[ToolCall]] = defaultdict(list)
+    for call in calls:
+        by_call[call.msg_idx].append(call)
+        if call.result_msg_idx is not None:
+            by_result[call.result_msg_idx].append(call)
+    return by_call, by_result
 
 
 def _context(
@@ -365,7 +373,8 @@ class StoredRecords:
         if span is not None:
             msgs = self._msg_table.slice(span[0], span[1] - span[0])
         else:
-            msgs = _sorted(_rows(self._msg_table, [lo <= i <= hi for i in self._idx]), "msg_idx")
+            idx = np.asarray(self._idx)
+            msgs = _sorted(_masked(self._msg_table, (idx >= lo) & (idx <= hi)), "msg_idx")
         return msgs, _masked(self._call_table, self._touching(lo, hi))
 
     def call_contexts(self, lo: int, hi: int) -> list[MessageContext]:
@@ -375,18 +384,11 @@ class StoredRecords:
         call_fields, msg_fields = set(_CALL_COLS), set(_MSG_COLS)
         context_fields = {"message", "calls", "results"}
         with no_cyclic_gc():
-            by_call: dict[int, list[ToolCall]] = defaultdict(list)
-            by_result: dict[int, list[ToolCall]] = defaultdict(list)
             calls = self._calls
-            for i in np.flatnonzero(self._touching(lo, hi)).tolist():
-                call = calls[i]
-                values = dict(vars(call))
-                values["started_at"] = _stored_ts(values["started_at"])
-                values["ended_at"] = _stored_ts(values["ended_at"])
-                copy = trusted(ToolCall, values, call_fields)
-                by_call[call.msg_idx].append(copy)
-                if call.result_msg_idx is not None:
-                    by_result[call.result_msg_idx].append(copy)
+            by_call, by_result = _by_message(
+                _stored_call(calls[i], call_fields)
+                for i in np.flatnonzero(self._touching(lo, hi)).tolist()
+            )
             out = []
             for message in self._chunk_messages(lo, hi):
                 idx = message.msg_idx
@@ -419,12 +421,21 @@ class StoredRecords:
             self._messages, self._idx = self._messages[first:], self._idx[first:]
             self._msg_table = self._msg_table.slice(first)
         else:
-            keep = [i >= below for i in self._idx]
+            mask = np.asarray(self._idx) >= below
+            keep = mask.tolist()
             self._messages, self._idx = _kept(self._messages, keep), _kept(self._idx, keep)
-            self._msg_table = _rows(self._msg_table, keep)
+            self._msg_table = _masked(self._msg_table, mask)
         calls = self._touching(below, 1 << 62)
         self._calls = _kept(self._calls, calls.tolist())
         self._call_table = _masked(self._call_table, calls)
+
+
+def _stored_call(call: ToolCall, fields: set[str]) -> ToolCall:
+    """A copy of ``call`` as the database gives it back (``_stored_ts``)."""
+    values = dict(vars(call))
+    values["started_at"] = _stored_ts(values["started_at"])
+    values["ended_at"] = _stored_ts(values["ended_at"])
+    return trusted(ToolCall, values, fields)
 
 
 def _ascending_after(before: list[int], values: np.ndarray) -> bool:
@@ -457,14 +468,7 @@ def _kept(items: Sequence[Any], keep: list[bool]) -> list[Any]:
 
 
 def _masked(table: pa.Table, keep: np.ndarray) -> pa.Table:
-    """``_rows`` of a mask array."""
-    if keep.all():
-        return table
-    return table.filter(pa.array(keep, type=pa.bool_()))
-
-
-def _rows(table: pa.Table, keep: list[bool]) -> pa.Table:
     """The rows of ``table`` flagged in ``keep``: ``table`` itself when that is all of them."""
-    if all(keep):
+    if keep.all():
         return table
     return table.filter(pa.array(keep, type=pa.bool_()))

@@ -158,9 +158,23 @@ def append(
     The query names the local variable holding the Arrow table, which DuckDB finds by
     itself (a replacement scan): half the cost of registering and unregistering it as a
     view, which an ingest of many small files pays a dozen times per file."""
+    stored = append_stored(con, table, rows, extra)
+    return 0 if stored is None else int(stored.num_rows)
+
+
+def append_stored(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: Sequence[BaseModel] | Sequence[Any],
+    extra: dict[str, Any] | None = None,
+) -> pa.Table | None:
+    """:func:`append`, returning the Arrow table stored (None: no rows), for a caller that
+    reads the rows on."""
     if not rows:
-        return 0
-    return append_table(con, table, to_arrow(table, rows, extra))
+        return None
+    stored = to_arrow(table, rows, extra)
+    append_table(con, table, stored)
+    return stored
 
 
 def append_table(con: duckdb.DuckDBPyConnection, table: str, arrow_rows: pa.Table) -> int:
