@@ -192,6 +192,11 @@ class SessionFrames:
         # 10x faster than ``list_contains(?, c)``, which walks the list for every row.
         conds = "".join(f" AND {c} IN (SELECT unnest(?))" for c in where)
         conds += "".join(f" AND {sql.format(column=c)}" for c, (sql, _) in matching.items())
+        wanted = [int(i) for i in where.get("msg_idx", ())]
+        if wanted:
+            # (redundant bounds, which let the scan skip the row groups outside them: a
+            # verdict's messages lie near the end of a long session)
+            conds += f" AND msg_idx BETWEEN {min(wanted)} AND {max(wanted)}"
         if min_idx is not None:
             conds += f" AND msg_idx >= {int(min_idx)}"
         if below_idx is not None:
