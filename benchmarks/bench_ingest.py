@@ -18,7 +18,9 @@ Set TRANSCRIPTS_TIMING=1 to see where an ingest spends its time.
        spaCy and the compiled patterns already loaded). The warm append is timed around the
        ingest() call only, in a process that ingested before: it is compared with the
        ingest() calls of the full ingest and of the cold append, timed the same way (no
-       interpreter start-up, no imports).
+       interpreter start-up, no imports). Beside the cold append, the floor of any cold
+       process that appends: a fresh interpreter that only imports the libraries an append
+       loads (DuckDB, pyarrow, pandas, spaCy, bashlex), as a fraction of (a').
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from _corpus import write_corpus  # noqa: E402
 from _rss import run_measured  # noqa: E402
 
 CHECK = "; from analytics.machine import exit_now; exit_now(1 if s.errors else 0)"
+
+
+APPEND_LIBRARIES = "import duckdb, pyarrow, pandas, spacy, bashlex"
+"""What a process that appends tagged records must import, whatever it then does."""
 
 
 def run(code: str) -> float:
@@ -132,6 +138,7 @@ def main() -> None:
     write_corpus(src, 1000, start=args.records)
     append, append_call = run_ingest(ingest(full_db), call_seconds)
     warm = warm_append(work, src, warm_db)
+    floor = min(run(APPEND_LIBRARIES) for _ in range(3))
     # Memory, in separate sampled runs of the same steps (the corpus has grown by 1k records).
     ref_rss = peak_memory(read_json(work / "ref_mem.duckdb"))
     lite_rss = peak_memory(ingest(work / "lite_mem.duckdb", lite_options))
@@ -149,6 +156,7 @@ def main() -> None:
         ("append 1k records (cold process)", append, append_rss, (append / full, "full")),
         ("  the same, its ingest() call only", append_call, None,
          (append_call / full_call, "full's call")),
+        ("  a fresh process importing its libraries only", floor, None, (floor / full, "full")),
         ("append 1k records (warm, as ingest --watch; call)", warm, None,
          (warm / full_call, "full's call")),
         ("  warm against cold append", warm, None, (warm / append_call, "cold's call")),
