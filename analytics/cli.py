@@ -13,7 +13,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from analytics.errors import AnalyticsError
 
@@ -51,14 +53,20 @@ def discover_paths() -> list[Path]:
     return [p for p in candidates if p.exists()]
 
 
+def _plain(*cells: str) -> list[Text]:
+    """Table cells shown as they are: transcript text such as ``[/INST]`` or a path in
+    brackets is not Rich markup (it would vanish, or stop the command with a MarkupError)."""
+    return [Text(cell) for cell in cells]
+
+
 def _print_summary(summary: object) -> None:
     from analytics.ingest import IngestSummary
 
     assert isinstance(summary, IngestSummary)
     for f in summary.errors:
-        err.print(f"[red]Error:[/red] {f.error}", highlight=False, soft_wrap=True)
+        err.print(f"[red]Error:[/red] {escape(f.error or '')}", highlight=False, soft_wrap=True)
     t = summary.totals()
-    table = Table(title=f"Ingest summary → {summary.db}", show_header=False)
+    table = Table(title=Text(f"Ingest summary → {summary.db}"), show_header=False)
     table.add_column("what")
     table.add_column("count", justify="right")
     labels = {
@@ -121,7 +129,8 @@ def ingest(
                 "~/.local/share/opencode/storage and opencode.db, ~/.codex/sessions); "
                 "give PATH… to ingest instead"
             )
-        out.print(f"Discovered: {', '.join(map(str, found))}", soft_wrap=True, highlight=False)
+        out.print(f"Discovered: {', '.join(map(str, found))}", soft_wrap=True, markup=False,
+                  highlight=False)
         targets += found
     if not targets:
         raise UsageError("give PATH… to ingest, or --discover")
@@ -163,13 +172,13 @@ def _watch(
             highlight=False,
         )
         for f in summary.errors:
-            err.print(f"Error: {f.error}", highlight=False, soft_wrap=True)
+            err.print(f"Error: {f.error}", markup=False, highlight=False, soft_wrap=True)
 
     out.print(f"Watching {len(targets)} path(s) every {interval_s:g} s → {db} (Ctrl-C stops)",
               highlight=False)
     def locked(exc: DatabaseLockedError) -> None:
-        err.print(f"Error: {exc}; trying again in {interval_s:g} s", highlight=False,
-                  soft_wrap=True)
+        err.print(f"Error: {exc}; trying again in {interval_s:g} s", markup=False,
+                  highlight=False, soft_wrap=True)
 
     try:
         watch(targets, interval_s, report, locked=locked, db=db, fmt=fmt, redact=redact,
@@ -227,8 +236,8 @@ def sessions(db: DbOpt = None, limit: Annotated[int, typer.Option(help="Rows to 
     for col in ("session_id", "source_format", "title", "model", "started_at", "n_messages"):
         table.add_column(col, overflow="fold")
     for r in df.astype(object).where(df.notna(), None).itertuples():
-        table.add_row(r.session_id, r.source_format, str(r.title or "")[:50], str(r.model or ""),
-                      str(r.started_at or "")[:19], str(r.n_messages))
+        table.add_row(*_plain(r.session_id, r.source_format, str(r.title or "")[:50],
+                              str(r.model or ""), str(r.started_at or "")[:19], str(r.n_messages)))
     out.print(table)
 
 
@@ -246,11 +255,12 @@ def show(
     con = connect(_db(db))
     sid = resolve_session(con, session, _db(db))
     df = session_messages(con, sid, only_tagged=tags)
-    out.print(f"[bold]{sid}[/bold] — {len(df)} messages")
+    out.print(f"[bold]{escape(sid)}[/bold] — {len(df)} messages")
     for r in df.itertuples():
         chips = f" [cyan]{r.tags}[/cyan]" if r.tags else ""
         text = (r.text or "").replace("\n", " ⏎ ")[:width]
-        out.print(f"[dim]{r.msg_idx:>5} {r.source_id}[/dim] [bold]{r.role}[/bold]{chips}: ",
+        source_id = escape(str(r.source_id))
+        out.print(f"[dim]{r.msg_idx:>5} {source_id}[/dim] [bold]{r.role}[/bold]{chips}: ",
                   end="", highlight=False)
         out.print(text, markup=False, highlight=False)
 
@@ -266,12 +276,12 @@ def search(
     from analytics.store.search import search as run_search
 
     df = run_search(connect(_db(db)), query, limit=limit)
-    table = Table(title=f"{len(df)} matches for {query!r}")
+    table = Table(title=Text(f"{len(df)} matches for {query!r}"))
     for col in ("score", "session_id", "msg", "role", "kind", "snippet"):
         table.add_column(col, overflow="fold")
     for r in df.itertuples():
-        table.add_row(f"{r.score:.3f}", r.session_id, str(r.source_id), str(r.role), r.kind,
-                      r.snippet)
+        table.add_row(*_plain(f"{r.score:.3f}", r.session_id, str(r.source_id), str(r.role),
+                              r.kind, r.snippet))
     out.print(table)
 
 
@@ -290,7 +300,7 @@ def report(
     sid = resolve_session(con, session, _db(db))
     target = out_file or Path(f"report-{sid.split(':')[-1][:40]}.md")
     path = write_report(con, sid, target)
-    out.print(f"Wrote {path}")
+    out.print(f"Wrote {path}", markup=False)
 
 
 @app.command(name="eval")
@@ -319,7 +329,7 @@ def export(
     from analytics.store.export import export_parquet
 
     written = export_parquet(connect(_db(db)), parquet)
-    out.print(f"Wrote {len(written)} tables to {parquet}")
+    out.print(f"Wrote {len(written)} tables to {parquet}", markup=False)
 
 
 @app.command(name="app")
@@ -404,7 +414,14 @@ def _run() -> int:
         if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
             show()
             return int(exc.exit_code)  # type: ignore[attr-defined]
-        raise
+        if os.environ.get("TRANSCRIPTS_DEBUG"):
+            raise
+        err.print(
+            f"Error: internal error: {type(exc).__name__}: {exc} "
+            "(rerun with TRANSCRIPTS_DEBUG=1 for a traceback)",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+        return 1
 
 
 if __name__ == "__main__":

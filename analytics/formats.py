@@ -6,3 +6,7 @@ re-ingest of unchanged files never needs them.
 """
 
 FORMATS = ("opencode", "claude_code", "codex", "transcript_text")
+
+UTF8_BOM = b"\xef\xbb\xbf"
+"""A UTF-8 byte order mark (editors and Windows tools write one at the start of a file): every
+reader skips it, and detection looks past it."""

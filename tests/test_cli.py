@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,35 @@ def test_ingest_command_ends_fast_with_its_database_closed(tmp_path: Path) -> No
     res = _run("ingest", str(bad), "--db", str(db), cwd=tmp_path)
     assert res.returncode == 1 and "notes.md" in res.stderr
     assert not Path(str(db) + ".wal").exists()
+
+
+def test_transcript_text_in_brackets_is_shown_not_read_as_markup(tmp_path: Path) -> None:
+    """Titles, snippets and ids come from transcripts: ``[/INST]`` is text, not Rich markup."""
+    title = "ends with [/INST]; log [/tmp/s.log] [bold]"
+    src = tmp_path / "run[2].txt"
+    src.write_text(f"[msg 1] user: {title}\n[msg 2] assistant: ok\n")
+    db = str(tmp_path / "t.duckdb")
+    env = {**os.environ, "COLUMNS": "400"}
+    assert _run("ingest", str(src), "--db", db, cwd=tmp_path).returncode == 0
+    for args, expected in [
+        (("sessions",), [title, "transcript_text:run[2]"]),
+        (("search", "INST"), [title]),
+        (("show", "run[2]"), [title, "transcript_text:run[2]"]),
+    ]:
+        res = subprocess.run(
+            [sys.executable, "-m", "analytics.cli", *args, "--db", db],
+            cwd=tmp_path, capture_output=True, text=True, env=env,
+        )
+        assert res.returncode == 0, res.stderr
+        assert "Traceback" not in res.stderr
+        for text in expected:
+            assert text in res.stdout, (args, res.stdout)
+
+
+def test_an_error_naming_brackets_keeps_them(tmp_path: Path) -> None:
+    bad = tmp_path / "notes[old].txt"
+    bad.write_text("no headers here\n")
+    res = _run("ingest", str(bad), "--db", str(tmp_path / "t.duckdb"), cwd=tmp_path)
+    assert res.returncode == 1
+    error = " ".join(res.stderr.split())
+    assert "notes[old].txt" in error and "[msg 1] user:" in error

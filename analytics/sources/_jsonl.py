@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
+from analytics.formats import UTF8_BOM
 from analytics.models import Ledger, ParsedItem, Quarantined, Resume
 
 CHUNK_SIZE = 4 << 20
@@ -88,7 +90,7 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
     # whitespace as ``strip`` but stops at the first non-blank byte.
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
     with path.open("rb") as fh:
-        fh.seek(offset)
+        offset = skip_bom(fh, offset)
         pending = b""
         pos = offset
         while chunk := fh.read(CHUNK_SIZE):
@@ -110,6 +112,17 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
                 pos += len(raw) + 1
         if pending and not pending.isspace():
             yield JsonLine(line_no + 1, pos, pending, _decode(pending), terminated=False)
+
+
+def skip_bom(fh: BinaryIO, offset: int) -> int:
+    """Seek ``fh`` to ``offset``, past a UTF-8 byte order mark at the start of the file.
+
+    Editors and Windows tools write one; orjson (rightly, for a JSON text) rejects it, so
+    without this the first record of such a file would be quarantined."""
+    if offset == 0 and fh.read(len(UTF8_BOM)) == UTF8_BOM:
+        return len(UTF8_BOM)
+    fh.seek(offset)
+    return offset
 
 
 def read_records(
@@ -176,7 +189,7 @@ def head_objects(path: Path, limit: int) -> Iterator[dict[str, object]]:
 
 def first_object(head: bytes, max_lines: int = 50) -> dict[str, object] | None:
     """The first line of ``head`` that decodes to a JSON object (for ``sniff``)."""
-    for raw in head.split(b"\n")[:max_lines]:
+    for raw in head.removeprefix(UTF8_BOM).split(b"\n")[:max_lines]:
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -205,7 +218,7 @@ def _read_objects(
 ) -> Iterator[JsonLine | Quarantined]:
     """Stream a file of concatenated (pretty-printed) JSON objects with raw_decode."""
     with path.open("rb") as fh:
-        fh.seek(offset)
+        offset = skip_bom(fh, offset)
         data = fh.read()
     text = data.decode("utf-8", errors="replace")
     decoder = json.JSONDecoder()
@@ -242,7 +255,7 @@ def _read_objects(
 def _spans_lines(path: Path, offset: int) -> bool:
     """True when a JSON object starting at ``offset`` decodes across several lines."""
     with path.open("rb") as fh:
-        fh.seek(offset)
+        offset = skip_bom(fh, offset)
         head = fh.read(PEEK_SIZE).decode("utf-8", errors="replace")
     start = _skip_ws(head, 0)
     if not head.startswith("{", start):

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from analytics.errors import SourceError, UnknownFormatError, UsageError
-from analytics.formats import FORMATS
+from analytics.formats import FORMATS, UTF8_BOM
 
 HEAD_BYTES = 64 * 1024
 MODULES: dict[str, str] = {
@@ -75,6 +75,7 @@ def detect_format(path: Path) -> str:
         head = read_head(path)
     except OSError as exc:
         raise SourceError(str(path), f"cannot read: {exc}") from exc
+    head = head.removeprefix(UTF8_BOM)  # the parsers skip it too
     for fmt, module in available_modules():
         if _sniff(module, path, head):
             return fmt

@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from analytics.formats import UTF8_BOM
 from analytics.models import (
     Ledger,
     Message,
@@ -128,7 +129,7 @@ def sniff(path: Path, head: bytes) -> bool:
         return storage_root(path) is not None
     if head.startswith(SQLITE_MAGIC):
         return is_opencode_db(path)
-    return bool(_EXPORT_HEAD.match(head.lstrip(b"\xef\xbb\xbf")) and _SESSION_ID.search(head))
+    return bool(_EXPORT_HEAD.match(head.removeprefix(UTF8_BOM)) and _SESSION_ID.search(head))
 
 
 def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[ParsedItem]:
@@ -394,7 +395,7 @@ def _model_name(model: object) -> str | None:
 
 
 def _export_sessions(path: Path, ledger: Ledger) -> Iterator[_SessionInput | Quarantined]:
-    data = path.read_bytes()
+    data = path.read_bytes().removeprefix(UTF8_BOM)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -488,6 +489,7 @@ def _read_json(root: Path, file: Path) -> _Entry:
         data = file.read_bytes()
     except OSError as exc:
         return _Entry(location, error=f"cannot read: {exc}", raw_text="")
+    data = data.removeprefix(UTF8_BOM)
     try:
         return _Entry(location, orjson.loads(data), raw_text=_decode(data))
     except orjson.JSONDecodeError as exc:

@@ -153,7 +153,7 @@ class _Block:
 
 def _blocks(path: Path) -> Iterator[_Block]:
     block = _Block(line=1, header=None)
-    with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+    with path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
         for number, raw in enumerate(fh, start=1):
             line = raw.rstrip("\r\n")
             match = HEADER_RE.match(line)
