@@ -251,8 +251,15 @@ ERRORS = [
     "bash: vllm: command not found",
     "[2026-04-08 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
     "Received sigquit from a child process. It usually means the child failed.",
+    "Nov 03 08:12:39 gpu-07 python[41122]: launch_server.py: error: ambiguous option: --cuda-graph-max-bs",
+    "Nov 03 08:12:39 gpu-07 python[41122]: launch_server.py: error: unrecognized arguments: --tp-szie 8",
+    "     Active: failed (Result: exit-code) since Mon 2025-11-03 08:12:40 UTC; 2h ago",
+    "   Main PID: 41122 (code=exited, status=1/FAILURE)",
+    '{"object":"error","message":"Service Unavailable","type":"ServiceUnavailableError","code":503}',
 ]
 NOT_ERRORS = [
+    "     Active: active (running) since Mon 2025-11-03 12:01:10 UTC; 2min ago",
+    "   Main PID: 41122 (code=exited, status=0/SUCCESS)",
     "INFO:     Application startup complete.",
     "The server is fired up and ready to roll!",
     "1 file left unchanged",
@@ -546,3 +553,40 @@ def test_missing_model_says_how_to_train(tmp_path: Path) -> None:
 
     with pytest.raises(RuleError, match="train_diagnosis"):
         Tagger(diagnosis_model=tmp_path / "nowhere")
+
+
+def test_bench_one_batch_server_result(tagger: Tagger) -> None:
+    out = "batch size: 1\nlatency: 3.02 s\noutput throughput: 86.31 token/s\n(input + output) throughput: 254.93 token/s\n"
+    c = call("python3 -m sglang.bench_one_batch_server --batch-size 1", idx=0, output=out, result_msg_idx=1)
+    assert (1, "benchmark") in tags_of(tagger, ctx("tool", out, idx=1, results=[c]))
+
+
+@pytest.mark.parametrize("tool,field,path", [
+    ("Read", "file_path", "/home/ana/serve/start_vllm.sh"),
+    ("Edit", "file_path", "/root/launch_mtp.sh"),
+    ("Write", "file_path", "/opt/bench/run_benchmark.sh"),
+])
+def test_file_tools_do_not_run_what_they_name(tagger: Tagger, tool: str, field: str, path: str) -> None:
+    """Reading or editing a launch (or benchmark) script is not running it."""
+    c = call(tool=tool, input=json.dumps({field: path, "content": "vllm serve Qwen/Qwen3-8B"}))
+    tags = tags_of(tagger, ctx("assistant", calls=[c]))
+    assert not {t for _, t in tags} & {"launch", "benchmark", "smoke_test"}
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "readiness_claim",
+    ["GLM-4.6 is serving again on :30000.", "No errors in the log, which means the fix works.",
+     "All smoke prompts returned sensible answers, so the deployment works."],
+    ["Still not ready, the KV cache allocation hasn't finished.", "Still, the server is up?",
+     "The old server is still loading the weights.", "Let me check whether the fix works.",
+     "It's still running, let me wait another minute."],
+))
+def test_readiness_again_and_works(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    assert has(tagger, ctx("assistant", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "user_checkin", ["k. is it still up?", "any luck", "any news"], ["k. now run the bench", "any luck with c64? then run c128"],
+))
+def test_checkin_without_question_mark_or_after_k(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    assert has(tagger, ctx("user", text), tag) is expected

@@ -29,7 +29,12 @@ from analytics.analysis.tagging.components import (
     validate_prose_rule,
 )
 from analytics.analysis.tagging.diagnosis_model import MODEL_DIR, DiagnosisModel
-from analytics.analysis.tagging.polling import background_rechecks, loop_shape, shell_tool
+from analytics.analysis.tagging.polling import (
+    background_rechecks,
+    file_tool,
+    loop_shape,
+    shell_tool,
+)
 from analytics.analysis.tagging.tools import (
     Hit,
     ToolRules,
@@ -254,7 +259,7 @@ class Tagger:
                     yield idx, Hit("polling_loop", f"polling:{shape.kind}", (call.command or "")[:200], 0, min(len(call.command or ""), 200))
                 for hit in self.tools.command_hits(call):
                     yield idx, hit
-            elif call.tool and call.input:
+            elif call.tool and call.input and not file_tool(call):
                 for hit in self.tools.command_hits(_as_command(call)):
                     if hit.label in ("smoke_test", "launch", "benchmark"):
                         yield idx, hit

@@ -27,6 +27,12 @@ BACKGROUND_CHECK_TOOLS = frozenset({"BashOutput", "TaskOutput"})
 WAIT_TOOLS = frozenset({"Monitor"})
 """Tools that themselves wait on a condition."""
 SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run", "execute", "terminal"})
+FILE_TOOLS = frozenset({
+    "read", "write", "edit", "multiedit", "notebookedit", "notebookread", "glob", "grep", "ls", "list",
+    "view", "patch", "apply_patch", "str_replace_based_edit_tool", "str_replace_editor", "todowrite", "todoread",
+})
+"""Tools that read, write or find files: their input names or holds a file (a launch script,
+a benchmark script), it does not run it."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -55,6 +61,11 @@ _ECHO = re.compile(r"""echo\s+(?:-\w+\s+)?["']?([A-Za-z_][\w ]{0,30}?)["']?\s*(?
 
 def shell_tool(call: ToolCall) -> bool:
     return (call.tool or "").lower() in SHELL_TOOLS and bool(call.command)
+
+
+def file_tool(call: ToolCall) -> bool:
+    """A file tool (Read, Edit, Write …): what its input mentions is not run."""
+    return (call.tool or "").lower() in FILE_TOOLS
 
 
 def seconds(word: str) -> float | None:
