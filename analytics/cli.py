@@ -63,6 +63,7 @@ def _print_summary(summary: object) -> None:
     from analytics.ingest import IngestSummary
 
     assert isinstance(summary, IngestSummary)
+    _print_notes(summary.skipped)
     for f in summary.errors:
         err.print(f"[red]Error:[/red] {escape(f.error or '')}", highlight=False, soft_wrap=True)
     t = summary.totals()
@@ -71,12 +72,19 @@ def _print_summary(summary: object) -> None:
     table.add_column("count", justify="right")
     labels = {
         "files": "files", "ingested": "  ingested or appended", "unchanged": "  unchanged",
-        "errors": "  errors", "sessions": "sessions", "messages": "messages",
+        "skipped": "  skipped (empty)", "errors": "  errors", "sessions": "sessions",
+        "messages": "messages",
         "records_read": "records read", "quarantined": "records quarantined",
     }
     for key, label in labels.items():
         table.add_row(label, str(t[key]))
     out.print(table)
+
+
+def _print_notes(files: list[Any]) -> None:
+    """One line per skipped file, on stderr beside the errors but not one of them."""
+    for f in files:
+        err.print(f"Skipped: {f.path}: {f.note}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -161,16 +169,22 @@ def _watch(
     if interval_s <= 0:
         raise UsageError("--watch needs a positive number of seconds")
 
+    noted: set[str] = set()
+
     def report(summary: IngestSummary) -> None:
         t = summary.totals()
         stamp = datetime.now().strftime("%H:%M:%S")
         changed = [f for f in summary.files if f.status in ("ingested", "appended")]
         out.print(
             f"{stamp}  {t['ingested']} file(s) ingested or appended, {t['unchanged']} unchanged, "
-            f"{t['errors']} error(s); {sum(f.messages for f in changed)} messages in the "
-            "changed files",
+            f"{t['skipped']} skipped (empty), {t['errors']} error(s); "
+            f"{sum(f.messages for f in changed)} messages in the changed files",
             highlight=False,
         )
+        # (an empty file is named once, not at every round while it stays empty)
+        _print_notes([f for f in summary.skipped if f.path not in noted])
+        noted.clear()
+        noted.update(f.path for f in summary.skipped)
         for f in summary.errors:
             err.print(f"Error: {f.error}", markup=False, highlight=False, soft_wrap=True)
 

@@ -30,7 +30,7 @@ import orjson
 
 from analytics import machine
 from analytics.errors import AnalyticsError, DatabaseLockedError
-from analytics.formats import FORMATS
+from analytics.formats import FORMATS, UTF8_BOM
 from analytics.gcpause import no_cyclic_gc
 from analytics.ingest_pool import (
     Job,
@@ -73,13 +73,15 @@ class FileResult:
     path: str
     format: str | None
     status: str
-    """ingested | appended | unchanged | error"""
+    """ingested | appended | unchanged | skipped | error"""
     sessions: int = 0
     messages: int = 0
     records_read: int = 0
     records_stored: int = 0
     records_quarantined: int = 0
     error: str | None = None
+    note: str | None = None
+    """Why a file was skipped."""
 
 
 @dataclass
@@ -91,12 +93,17 @@ class IngestSummary:
     def errors(self) -> list[FileResult]:
         return [f for f in self.files if f.status == "error"]
 
+    @property
+    def skipped(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "skipped"]
+
     def totals(self) -> dict[str, int]:
         ok = [f for f in self.files if f.status != "error"]
         return {
             "files": len(self.files),
             "ingested": sum(f.status in ("ingested", "appended") for f in ok),
             "unchanged": sum(f.status == "unchanged" for f in ok),
+            "skipped": len(self.skipped),
             "errors": len(self.errors),
             "sessions": sum(f.sessions for f in ok),
             "messages": sum(f.messages for f in ok),
@@ -662,6 +669,41 @@ def _known_format(fmt: str, stored: Stored, unit: Path) -> str | None:
     return entry[2] if entry[2] in FORMATS else None
 
 
+_BLANK = b" \t\r\n"
+
+
+def is_blank(path: Path) -> bool:
+    """A file with nothing but whitespace (after a byte order mark), e.g. a session an
+    agent created and has not written yet. It holds no record, so it is skipped rather
+    than reported: it is ingested once it has content. Reads until the first other byte
+    (one small read for a file with content); a folder or an unreadable file is not blank
+    (detection or the load says what is wrong with it)."""
+    try:
+        with path.open("rb") as f:
+            chunk = f.read(4096).removeprefix(UTF8_BOM)
+            while chunk:
+                if chunk.strip(_BLANK):
+                    return False
+                chunk = f.read(1 << 20)
+    except OSError:
+        return False
+    return True
+
+
+def _first_result(
+    unit: Path, chosen: str | None, error: str | None, forced: bool
+) -> FileResult | None:
+    """What a unit comes to before it is loaded: skipped when blank, an error when it
+    cannot be ingested; None when it is to be loaded. Only a unit whose detection failed
+    can be blank, unless its format was ``forced`` (``--format``: a parser would store
+    an empty session for it), so other files are not read for this."""
+    if (chosen is None or forced) and unit.is_file() and is_blank(unit):
+        return FileResult(str(unit), None, "skipped", note="empty file, nothing to ingest yet")
+    if error or chosen is None:
+        return FileResult(str(unit), None, "error", error=error)
+    return None
+
+
 def iter_units(
     paths: Iterable[Path], fmt: str = "auto", stored: Stored | None = None
 ) -> Iterator[tuple[Path, str | None, str | None]]:
@@ -739,9 +781,8 @@ def ingest(
             remove_dead_pool_folders(db_path)
         stored = _stored_units(con)
         units = list(iter_units([Path(p) for p in paths], fmt, stored))
-        results: list[FileResult | None] = [
-            FileResult(str(unit), None, "error", error=error) if error or chosen is None else None
-            for unit, chosen, error in units
+        results = [
+            _first_result(unit, chosen, error, fmt != "auto") for unit, chosen, error in units
         ]
         ticked: set[int] = set()
         pool_possible = workers != 1 and db_path != ":memory:"  # (no stat of every unit else)

@@ -197,3 +197,19 @@ def test_an_error_naming_brackets_keeps_them(tmp_path: Path) -> None:
     assert res.returncode == 1
     error = " ".join(res.stderr.split())
     assert "notes[old].txt" in error and "[msg 1] user:" in error
+
+
+def test_an_empty_file_is_a_notice_not_an_error(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    good = tmp_path / "s.jsonl"
+    good.write_text(json.dumps({
+        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
+        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "ok?"},
+    }) + "\n")
+    for args in ([str(tmp_path)], [str(tmp_path / "empty.jsonl"), "--format", "codex"]):
+        res = _run("ingest", *args, "--db", str(tmp_path / "t.duckdb"), cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Skipped: ") and "empty.jsonl" in lines[0]
+        assert "Error" not in res.stderr
+        assert "skipped (empty)" in res.stdout

@@ -688,3 +688,60 @@ def test_duckdb_runs_on_fewer_threads_while_a_file_is_parsed(
         assert con.execute("SELECT current_setting('threads')").fetchone()[0] == given
     finally:
         con.close()
+
+
+BLANK_FILES = {"empty.jsonl": b"", "blank.txt": b"  \n\t\r\n", "bom.json": b"\xef\xbb\xbf\n"}
+
+
+def test_an_empty_file_is_skipped_and_ingested_once_it_has_content(tmp_path: Path) -> None:
+    """A session an agent created and never wrote: no error, nothing stored, and the
+    next ingest after it was written ingests it."""
+    for name, content in BLANK_FILES.items():
+        (tmp_path / name).write_bytes(content)
+    _write(tmp_path / "s.jsonl", [_cc_line(i) for i in range(4)])
+    db = tmp_path / "t.duckdb"
+    first = ingest([tmp_path], db=db)
+    assert not first.errors
+    assert sorted(Path(f.path).name for f in first.skipped) == sorted(BLANK_FILES)
+    assert first.totals()["skipped"] == 3 and first.totals()["ingested"] == 1
+    assert [Path(p).name for p, *_ in _ledger(db)] == ["s.jsonl"]
+    assert _counts(db)["sessions"] == 1
+    _write(tmp_path / "empty.jsonl", [_cc_line(i, "99999999-2222-3333-4444-555555555555")
+                                      for i in range(3)])
+    second = ingest([tmp_path], db=db)
+    status = {Path(f.path).name: f.status for f in second.files}
+    assert status == {"empty.jsonl": "ingested", "blank.txt": "skipped", "bom.json": "skipped",
+                      "s.jsonl": "unchanged"}
+    assert _counts(db)["messages"] == 4 + 3
+
+
+@pytest.mark.parametrize("fmt", ["auto", "claude_code", "transcript_text"])
+def test_an_empty_file_named_alone_is_skipped_whatever_the_format(
+    tmp_path: Path, fmt: str
+) -> None:
+    """Named on the command line, or with ``--format`` (whose parser would make an
+    empty session of it), an empty file stores nothing."""
+    src = tmp_path / "new.jsonl"
+    src.write_bytes(b"\n")
+    db = tmp_path / "t.duckdb"
+    summary = ingest([src], db=db, fmt=fmt)
+    assert [(f.status, f.error) for f in summary.files] == [("skipped", None)]
+    assert _ledger(db) == [] and _counts(db)["sessions"] == 0
+
+
+def test_watch_skips_an_empty_file_until_it_is_written(tmp_path: Path) -> None:
+    from analytics.ingest import IngestSummary, watch
+
+    (tmp_path / "sessions").mkdir()
+    src = tmp_path / "sessions" / "live.jsonl"
+    src.write_bytes(b"")
+    rounds: list[IngestSummary] = []
+
+    def report(summary: IngestSummary) -> None:
+        rounds.append(summary)
+        if len(rounds) == 1:
+            _write(src, [_cc_line(i) for i in range(5)])
+
+    watch([src.parent], 0.01, report, polls=3, db=tmp_path / "t.duckdb")
+    assert [[f.status for f in r.files] for r in rounds] == [["skipped"], ["ingested"]]
+    assert _counts(tmp_path / "t.duckdb")["messages"] == 5

@@ -27,7 +27,7 @@ def _inputs(tmp_path: Path) -> list[Path]:
     """The bundled samples, the test fixtures of every format (an opencode storage folder,
     subagent files in both layouts, secrets), the shared samples when present, a copy of a
     Claude Code session in another folder (the same session ids: the later copy's get a
-    suffix) and a bad file."""
+    suffix), a bad file and an empty one."""
     fixtures = Path(__file__).parent / "fixtures"
     inputs = list(sample_inputs()) + [
         fixtures / name for name in ("claude_code", "codex", "opencode", "secrets",
@@ -42,7 +42,9 @@ def _inputs(tmp_path: Path) -> list[Path]:
     shutil.copytree(original, copy)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not a transcript\n")
-    return [*inputs, copy, bad]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    return [*inputs, copy, bad, empty]
 
 
 def _outcome(summary: ingest_module.IngestSummary) -> list[tuple[object, ...]]:
@@ -78,6 +80,7 @@ def test_a_pool_stores_what_one_process_does(
     assert _outcome(pooled) == _outcome(one)
     assert sorted(ticks) == sorted(ticks_one)  # once per file, as in one process
     assert any(f.status == "error" and "bad.jsonl" in f.path for f in pooled.files)
+    assert [Path(f.path).name for f in pooled.skipped] == ["empty.jsonl"]
     expected, got = all_tables(tmp_path / "one.duckdb"), all_tables(tmp_path / "pool.duckdb")
     assert expected["messages"] and expected["tags"] and expected["search_docs"]
     suffixed = [s for s in expected["sessions"] if "@" in str(s[0])]

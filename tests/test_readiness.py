@@ -67,6 +67,14 @@ def test_ready_line_and_sane_generation_support_the_claim() -> None:
     assert "sane generation" in claim.reason
 
 
+def test_sane_generation_without_a_ready_line_read_supports_the_claim() -> None:
+    """The log was tailed before the ready line (liveness only), then a chat completion
+    answered sanely: the server serves."""
+    (claim,) = _server_session(SANE, liveness_only=True)
+    assert claim.verdict == "supported", claim.reason
+    assert "sane generation: '2 + 2 = 4.'" in claim.reason
+
+
 def test_uvicorn_only_is_premature() -> None:
     (claim,) = _server_session(None, liveness_only=True)
     assert claim.verdict == "premature"

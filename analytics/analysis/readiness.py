@@ -6,8 +6,10 @@ For each ``readiness_claim`` tag the evidence in the session is weighed:
   ``Uvicorn running on``, a /health or /v1/models 200, CUDA graph capture still
   running, a log tail stopping before the ready line) — or the next functional
   check after it failed (error, OOM, crash, degenerate output);
-- *supported*: a functional check before it passed (ready line and a sane
-  generation, tests passing, a benchmark completing);
+- *supported*: a functional check before it passed (a sane generation, tests
+  passing, a benchmark completing): a server that answered with a sane generation
+  is serving, whether or not its ready line was read (for a server, a check before
+  its ready line counts only when no ready line was seen);
 - *unverified*: neither.
 
 Liveness vs. function follows shared/reference/TOOLING.md §1 (endpoint table)
@@ -479,7 +481,7 @@ def judge_claim(
             f"claimed on {basis}; the next check after it failed — "
             f"{first_after.what} ({ref(first_after.msg_idx)})"
         )
-    elif passes and (ready or subject not in ("server", "deployment")):
+    elif passes:
         verdict = "supported"
         reason = "a functional check passed before it: " + ev.describe(ready + passes)
     elif graph_open and not ready:

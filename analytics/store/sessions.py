@@ -9,23 +9,51 @@ from analytics.errors import SessionNotFoundError, UsageError
 
 
 def resolve_session(con: duckdb.DuckDBPyConnection, text: str, db: str = "") -> str:
-    """A full session id, a native id, or a unique prefix of either -> the session id."""
-    rows = con.execute(
-        "SELECT session_id FROM sessions WHERE session_id = $t OR native_id = $t", {"t": text}
-    ).fetchall()
-    if len(rows) == 1:
-        return str(rows[0][0])
-    rows = con.execute(
-        "SELECT session_id FROM sessions WHERE starts_with(session_id, $t) "
-        "OR starts_with(native_id, $t) OR contains(source_path, $t) ORDER BY 1 LIMIT 6",
-        {"t": text},
-    ).fetchall()
-    if len(rows) == 1:
-        return str(rows[0][0])
-    if not rows:
+    """A full session id, a native id, or a unique prefix of either (or a part of its
+    source path) -> the session id.
+
+    A subagent's id starts with its parent's, so a prefix of a parent matches its
+    subagents too: the match of which every other match is a subagent (at any depth)
+    is the one meant. Several sessions otherwise: a :class:`UsageError` listing them."""
+    exact = _matches(con, "session_id = $t OR native_id = $t", text)
+    if len(exact) == 1:
+        return exact[0]
+    matches = exact or _matches(
+        con, "starts_with(session_id, $t) OR starts_with(native_id, $t) "
+        "OR contains(source_path, $t)", text)
+    if not matches:
         raise SessionNotFoundError(text, db)
-    options = ", ".join(r[0] for r in rows[:5])
-    raise UsageError(f"{text!r} matches several sessions ({options} …); give more of the id")
+    if len(matches) == 1:
+        return matches[0]
+    parents = _parents(con)
+    tops = [m for m in matches if not _ancestors(m, parents) & set(matches)] or matches
+    if len(tops) == 1:
+        return tops[0]
+    shown = ", ".join(tops[:5]) + (f" and {len(tops) - 5} more" if len(tops) > 5 else "")
+    raise UsageError(f"{text!r} matches several sessions ({shown}); give more of the id")
+
+
+def _matches(con: duckdb.DuckDBPyConnection, where: str, text: str) -> list[str]:
+    rows = con.execute(
+        f"SELECT session_id FROM sessions WHERE {where} ORDER BY 1", {"t": text}
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _parents(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    return {str(c): str(p) for c, p in con.execute(
+        "SELECT session_id, parent_session_id FROM sessions WHERE parent_session_id IS NOT NULL"
+    ).fetchall()}
+
+
+def _ancestors(session_id: str, parents: dict[str, str]) -> set[str]:
+    """The sessions above ``session_id`` (its parent, theirs …); a loop ends the walk."""
+    found: set[str] = set()
+    at = parents.get(session_id)
+    while at is not None and at not in found:
+        found.add(at)
+        at = parents.get(at)
+    return found
 
 
 def session_messages(
