@@ -12,7 +12,7 @@ from analytics.analysis.tagging.diagnosis_model import (
     SETTINGS_FILE,
     candidates,
 )
-from analytics.models import Message, MessageContext
+from analytics.models import Message, MessageContext, ToolCall
 
 
 def _ctx(text: str) -> MessageContext:
@@ -45,6 +45,16 @@ RULE_CAUSES = [
     "The culprit is `fused_moe_kernel`.",
     "So the degeneration comes from the speculative path, not from sampling.",
     "Since we need 20 GB for the graphs, the launch runs out of memory at 0.85.",
+    # what the log shows, stated in the author's words
+    "The log shows the scheduler OOMs during CUDA graph capture at batch size 256.",
+    "Startup failed: the log shows `Capture cuda graph failed`, so the graph batch sizes do not fit in memory.",
+    "The tokenizer is not loaded yet, so the first request fails with a 500.",
+]
+STATUS_REPORTS = [
+    "Still loading — the log shows `Capture cuda graph begin`, so it needs another minute.",
+    "Still loading — the log shows `Capture cuda graph begin`. Not ready yet; graph capture takes 2-3 minutes.",
+    "Not yet — the log is at `Capture draft cuda graph begin`, so it needs another minute or two.",
+    "The server is not up yet, so I'll give it another minute.",
 ]
 RULE_NOT_CAUSES = [
     # a reason for the author's next step, not the cause of a failure
@@ -63,6 +73,10 @@ RULE_NOT_CAUSES = [
     "Let me find out what is causing the hang.",
     # where something comes from, with no failure in sight
     "The navigation comes from `session_nav.html`, which both templates include.",
+    # status reports: progress, not the cause of a failure
+    *STATUS_REPORTS,
+    # the log shows only a quoted log line
+    "The log shows `RuntimeError: Not enough memory. Please try to increase --mem-fraction-static`.",
 ]
 
 
@@ -74,6 +88,25 @@ def test_rules_keep_stated_causes(rules: Tagger, text: str) -> None:
 @pytest.mark.parametrize("text", RULE_NOT_CAUSES)
 def test_rules_drop_plans_symptoms_and_quotes(rules: Tagger, text: str) -> None:
     assert _diagnosis(rules, text) == []
+
+
+@pytest.mark.parametrize("text", STATUS_REPORTS)
+def test_status_report_after_a_failed_poll_is_not_a_diagnosis(rules: Tagger, text: str) -> None:
+    """Right after an error (the health check refused) weak cues count, but not these."""
+    poll = ToolCall(
+        session_id="s", msg_idx=0, call_id="c0", tool="Bash", command="curl -sf localhost:30000/health",
+        output="curl: (7) Failed to connect to localhost port 30000: Connection refused", exit_code=7,
+    )
+    before = MessageContext(
+        message=Message(session_id="s", msg_idx=0, source_id="0", role="tool", text=poll.output or ""),
+        calls=[], results=[poll],
+    )
+    after = MessageContext(
+        message=Message(session_id="s", msg_idx=1, source_id="1", role="assistant", text=text), calls=[], results=[]
+    )
+    tags = rules.tag([before, after])
+    assert any(t.tag == "error" and t.msg_idx == 0 for t in tags)
+    assert [t.evidence for t in tags if t.tag == "diagnosis"] == []
 
 
 # --- the learned classifier ------------------------------------------------------------

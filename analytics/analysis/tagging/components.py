@@ -27,7 +27,7 @@ from typing import Any
 from spacy.attrs import LOWER, ORTH
 from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc, Span, Token
 
 from analytics.analysis.tagging.triggers import Step, variants
 
@@ -342,6 +342,17 @@ def _has_quote_char(text: str) -> bool:
 CONSEQUENCE_RULES = frozenset({"diagnosis:so:weak", "diagnosis:which-means:weak", "diagnosis:means:weak"})
 """Weak rules that a failure context does not unlock: after an error, ", so …" mostly
 introduces the next action, not a cause."""
+OBSERVATION_RULES = frozenset({"diagnosis:log-shows:weak"})
+"""Weak rules that report what a log says: a diagnosis only when the sentence names a
+failure in the author's own words, not in the quoted log line, and never unlocked by a
+failure context (after a failed poll, "the log shows `Capture cuda graph begin`, so it
+needs another minute" is a status report)."""
+PENDING = frozenset({"yet"})
+"""A negation (of ``PENDING_NEGATIONS``) followed by one of these reports something not done
+so far ("Not yet", "not up yet"): progress, not a failure."""
+PENDING_NEGATIONS = frozenset({"not", "cannot", "can't", "couldn't", "won't", "doesn't", "didn't", "isn't", "wasn't"})
+PENDING_WINDOW = 4
+"""How many words after a negation ``PENDING`` is looked for."""
 COMPLEMENT_RULES = frozenset({"diagnosis:the-issue-is", "diagnosis:the-reason", "diagnosis:bottleneck-is"})
 """Diagnosis rules that announce a cause ("the error is …"): the words after them must state it."""
 NOT_A_CAUSE = frozenset({
@@ -383,6 +394,7 @@ class ProseFilter:
         self.negation = lex["negation"]
         self.speculation = lex["speculation"]
         self.failure = lex["failure_cue"]
+        self.observed_failure = lex["failure_cue"] | lex["failure_opener"]
 
     def _sentence(self, span: Span) -> Span:
         try:
@@ -424,9 +436,11 @@ class ProseFilter:
         if span.id_.endswith(":weak"):
             if self._gives_reason_for_action(span, sent) or self._reports_symptom(span, regions):
                 return False
+            if span.id_ in OBSERVATION_RULES:
+                return self._mentions_failure(sent, self.observed_failure, regions)
             if span.doc.user_data.get("failure_context") and span.id_ not in CONSEQUENCE_RULES:
                 return True  # right after an error, or in a message that opens with one
-            return self._mentions_failure(sent)
+            return self._mentions_failure(sent, self.failure)
         return True
 
     # --- diagnosis helpers -------------------------------------------------
@@ -488,15 +502,29 @@ class ProseFilter:
             or nxt.lower_ in ("exit", "code", "status", "error", "an", "oom", "signal", "return")
         )
 
-    def _mentions_failure(self, sent: Span) -> bool:
-        """A failure word in the sentence that is not negated ("no errors", "without error")."""
+    def _mentions_failure(
+        self, sent: Span, words: frozenset[str], regions: list[tuple[int, int]] | None = None
+    ) -> bool:
+        """A failure word (of ``words``) in the sentence that is not negated ("no errors",
+        "without error"), nor a negation of something pending ("Not yet", "not up yet");
+        with ``regions``, outside the quoted parts."""
         prev = ""
-        for t in sent:
+        tokens = list(sent)
+        for i, t in enumerate(tokens):
             w = t.lower_
-            if w in self.failure and prev not in NEGATORS:
+            if (
+                w in words
+                and prev not in NEGATORS
+                and not (regions and any(a <= t.idx < b for a, b in regions))
+                and not (w in PENDING_NEGATIONS and self._pending(tokens[i + 1 : i + 1 + PENDING_WINDOW]))
+            ):
                 return True
             prev = w
         return False
+
+    @staticmethod
+    def _pending(after: list[Token]) -> bool:
+        return any(t.lower_ in PENDING for t in after)
 
     def match(self, doc: Doc) -> list[Span]:
         spans = list(doc.spans.get(self.spans_key, []))

@@ -5,7 +5,9 @@ knowing the loops that enclose it and the operator that follows it. bashlex is
 tried first; it rejects a lot of real agent commands (arithmetic ``$((…))``,
 ``${x: -5}``, heredocs …), so a small quote-aware tokenizer takes over then.
 Commands hidden inside ``$(…)``, ``bash -c '…'``, ``ssh host '…'``,
-``docker exec ctr …`` and ``timeout N …`` are expanded recursively.
+``docker exec ctr …`` and ``timeout N …`` are expanded recursively, and so is a
+here-document fed to a shell (``bash <<'EOF' … EOF``); one fed to another interpreter
+(``python - <<'EOF'``) is kept with its command (``stdin_program``), as a ``-c`` string is.
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ _OPENERS = {"do", "then", "else", "{", "!", "(", "elif", "if"}
 _CLOSERS = {"done", "fi", "}", ")", "esac"}
 _WRAPPERS = {"sudo", "nohup", "setsid", "time", "exec", "nice", "env", "command", "stdbuf"}
 _SHELLS = {"bash", "sh", "zsh", "dash"}
+_INTERPRETER = re.compile(r"(?:python|pypy)[\d.]*|node(?:js)?|ruby|perl|php")
+"""Programs other than shells that run the code given on their standard input."""
+_CODE_FLAGS = frozenset({"-c", "-m", "-e", "-E", "-p", "-r", "--eval", "--print"})
+"""Options after which an interpreter runs code or a module named on its command line: its
+standard input is data."""
+_VALUE_FLAGS = frozenset({"-W", "-X", "-o", "+o", "-O"})
+"""Options that take the next word as their value (``python -W ignore``, ``bash -o pipefail``)."""
 _REDIRECT = re.compile(r"^\d*(?:>>?|<<?|&>|>&)")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _MAX_DEPTH = 4
@@ -47,6 +56,8 @@ class SimpleCommand:
     """Part of a while/until condition."""
     nested: int = 0
     """0 at top level; >0 when found inside ``$(…)``, ``bash -c``, ``ssh`` …"""
+    heredocs: tuple[str, ...] = ()
+    """Bodies of the here-documents on its standard input (``<<EOF``), in order."""
 
     @property
     def name(self) -> str:
@@ -103,6 +114,47 @@ def _is_duration(word: str) -> bool:
     return re.fullmatch(r"\d+(?:\.\d+)?[smhd]?", word) is not None
 
 
+def stdin_program(cmd: SimpleCommand) -> tuple[str, str] | None:
+    """``("shell" | "code", body)`` when ``cmd`` runs the program written in its first
+    here-document: ``bash <<EOF``, ``bash -s -- arg <<EOF``, ``ssh host <<EOF``,
+    ``python - <<EOF``, ``node <<EOF``. None when the here-document is only data for it
+    (``cat > f.py <<EOF``, ``python run.py <<EOF``, ``bash -c '…' <<EOF``)."""
+    if not cmd.heredocs:
+        return None
+    core = core_words(cmd.words)
+    if not core:
+        return None
+    prog = core[0].rsplit("/", 1)[-1]
+    body = cmd.heredocs[0]
+    if prog == "ssh":
+        return ("shell", body) if inner_command(cmd.words) is None else None
+    if prog in _SHELLS:
+        kind = "shell"
+    elif _INTERPRETER.fullmatch(prog):
+        kind = "code"
+    else:
+        return None
+    return (kind, body) if _program_from_stdin(core[1:], kind == "shell") else None
+
+
+def _program_from_stdin(args: list[str], shell: bool) -> bool:
+    """No script file, ``-c`` string or ``-m`` module among ``args``: the program is read
+    from standard input (``-`` and ``-s`` say so, and end the interpreter's options)."""
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in ("-", "-s", "--"):
+            return True
+        elif a in _CODE_FLAGS or (shell and re.fullmatch(r"-[a-z]*c[a-z]*", a)):
+            return False
+        elif a in _VALUE_FLAGS:
+            skip = True
+        elif not a.startswith(("-", "+")):
+            return False
+    return True
+
+
 @lru_cache(maxsize=4096)
 def parse_shell(command: str) -> ShellScript:
     """Parse ``command`` into simple commands; never raises. Cached: treat the result as read-only."""
@@ -121,15 +173,16 @@ def _walk(node: object, script: ShellScript, loops: tuple[int, ...], cond: bool,
     kind = getattr(node, "kind", "")
     if kind == "command":
         words: list[str] = []
+        heredocs: list[str] = []
         for part in node.parts:  # type: ignore[attr-defined]
             if part.kind == "word":
                 words.append(part.word)
                 for sub in getattr(part, "parts", []):
                     _walk(sub, script, loops, cond, nested + 1)
-            elif part.kind == "redirect":
-                continue
+            elif part.kind == "redirect" and getattr(part, "heredoc", None) is not None:
+                heredocs.append(_heredoc_body(part))
         if words:
-            script.commands.append(SimpleCommand(words, loops, None, cond, nested))
+            script.commands.append(SimpleCommand(words, loops, None, cond, nested, tuple(heredocs)))
         return
     if kind in ("commandsubstitution", "processsubstitution"):
         _walk(node.command, script, loops, cond, nested)  # type: ignore[attr-defined]
@@ -173,6 +226,14 @@ def _walk(node: object, script: ShellScript, loops: tuple[int, ...], cond: bool,
             last = script.commands[-1]
 
 
+def _heredoc_body(redirect: object) -> str:
+    """The body of a bashlex here-document redirect: bashlex keeps the closing delimiter line."""
+    value: str = redirect.heredoc.value  # type: ignore[attr-defined]
+    delimiter = getattr(getattr(redirect, "output", None), "word", None)
+    head, _, last = value.rpartition("\n")
+    return head if delimiter is not None and last.strip() == delimiter else value
+
+
 # --- fallback tokenizer ----------------------------------------------------
 
 
@@ -189,7 +250,10 @@ class _Tokenizer:
         self.word: list[str] = []
         self.has_word = False
         self.cond = False
-        self.heredocs: list[str] = []
+        self.heredocs: list[tuple[str, SimpleCommand | None]] = []
+        """(delimiter, the command it feeds) of the here-documents whose bodies come next."""
+        self.unowned: list[str] = []
+        """Delimiters met in the command being read (it owns them once it ends)."""
 
     def run(self) -> None:
         t, i, n = self.text, 0, len(self.text)
@@ -246,7 +310,7 @@ class _Tokenizer:
             elif ch == "<" and t.startswith("<<", i) and not t.startswith("<<<", i):
                 m = re.match(r"<<-?\s*['\"]?(\w+)['\"]?", t[i:])
                 if m:
-                    self.heredocs.append(m.group(1))
+                    self.unowned.append(m.group(1))
                     i += m.end()
                 else:
                     self._add(ch)
@@ -265,11 +329,20 @@ class _Tokenizer:
         self._end_command(None)
 
     def _skip_heredocs(self, i: int) -> int:
+        """Read the pending here-document bodies from ``i`` on, handing each to its command."""
+        self._own(None)
         while self.heredocs:
-            delim = self.heredocs.pop(0)
+            delim, owner = self.heredocs.pop(0)
             m = re.compile(rf"^\s*{re.escape(delim)}\s*$", re.M).search(self.text, i)
+            end = m.start() if m else len(self.text)
+            if owner is not None:
+                owner.heredocs = (*owner.heredocs, self.text[i:end].rstrip("\n"))
             i = m.end() if m else len(self.text)
         return i
+
+    def _own(self, cmd: SimpleCommand | None) -> None:
+        self.heredocs.extend((delim, cmd) for delim in self.unowned)
+        self.unowned = []
 
     def _add(self, s: str) -> None:
         self.word.append(s)
@@ -314,6 +387,7 @@ class _Tokenizer:
             return
         cmd = SimpleCommand(words, tuple(self.stack), op, self.cond, self.nested)
         self.script.commands.append(cmd)
+        self._own(cmd)
         for w in words:
             _substitutions(w, self.script, cmd.loops, self.nested + 1)
 
@@ -407,13 +481,20 @@ def inner_command(words: list[str]) -> str | None:
 
 
 def _expand(script: ShellScript, depth: int = 0) -> None:
+    """Add the commands run by each command: its ``inner_command`` (which reads the
+    command's here-documents, as ``ssh host python3 - <<EOF`` does) or the shell script
+    on its standard input."""
     if depth > _MAX_DEPTH:
         return
     for cmd in list(script.commands):
         inner = inner_command(cmd.words)
+        stdin = cmd.heredocs
+        if inner is None:
+            fed = stdin_program(cmd)
+            inner, stdin = (fed[1], ()) if fed is not None and fed[0] == "shell" else (None, ())
         if not inner:
             continue
-        sub = _parse(inner, depth + 1)
+        sub = _parse(inner, depth + 1, stdin)
         offset = len(script.loops)
         for loop in sub.loops:
             script.loops.append(Loop(loop.kind, loop.header, loop.id + offset))
@@ -423,8 +504,10 @@ def _expand(script: ShellScript, depth: int = 0) -> None:
             script.commands.append(c)
 
 
-def _parse(command: str, depth: int) -> ShellScript:
-    """bashlex, else the fallback tokenizer; then wrapped commands expanded up to ``_MAX_DEPTH``."""
+def _parse(command: str, depth: int, stdin: tuple[str, ...] = ()) -> ShellScript:
+    """bashlex, else the fallback tokenizer; then wrapped commands expanded up to ``_MAX_DEPTH``.
+    ``stdin``: here-documents fed to the command that runs ``command`` (``ssh host '…' <<EOF``):
+    its top-level commands without one of their own read them."""
     script = ShellScript(source=command)
     try:
         _from_bashlex(command, script)
@@ -433,5 +516,9 @@ def _parse(command: str, depth: int) -> ShellScript:
         script.loops.clear()
         script.parser = "fallback"
         _Tokenizer(command, script, loops=(), nested=0).run()
+    if stdin:
+        for c in script.commands:
+            if c.nested == 0 and not c.heredocs:
+                c.heredocs = stdin
     _expand(script, depth)
     return script

@@ -16,7 +16,7 @@ from typing import Any
 from analytics.analysis.literals import AnyLiteral
 from analytics.analysis.tagging.components import PATTERNS_DIR, RuleError, read_jsonl
 from analytics.analysis.tagging.polling import shell_tool
-from analytics.analysis.tagging.shell import core_words, inner_command, parse_shell
+from analytics.analysis.tagging.shell import core_words, inner_command, parse_shell, stdin_program
 from analytics.models import Message, ToolCall
 
 MAX_OUTPUT_SCAN = 40_000
@@ -181,7 +181,12 @@ class ToolRules:
                 continue
             if inner_command(cmd.words) is not None:
                 continue  # ssh / bash -c / docker exec: their inner commands are matched instead
+            fed = stdin_program(cmd)
+            if fed is not None and fed[0] == "shell":
+                continue  # bash <<EOF: the commands of the here-document are matched instead
             joined = " ".join(core)
+            if fed is not None:  # python - <<EOF: its code is read as a ``-c`` string is
+                joined = f"{joined}\n{fed[1]}"
             bg = (
                 background_tool
                 or cmd.background

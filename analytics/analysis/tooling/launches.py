@@ -330,6 +330,8 @@ class _Walker:
             target, remote = _ssh(rest)
             if remote:
                 self.walk(remote, target or host, cmd_env, depth + 1)
+            elif cmd.heredocs:  # ssh host <<EOF: the remote shell runs the here-document
+                self.walk(cmd.heredocs[0], target or host, cmd_env, depth + 1)
             return
         if head in ("docker", "podman") and len(rest) > 1 and rest[1] == "run":
             self._container(rest, host, cmd_env, " ".join(words), depth)
@@ -338,6 +340,9 @@ class _Walker:
             i = rest.index("-c")
             if i + 1 < len(rest):
                 self.walk(rest[i + 1], host, cmd_env, depth + 1)
+            return
+        if head in _SHELLS and cmd.heredocs and _script_from_stdin(rest[1:]):
+            self.walk(cmd.heredocs[0], host, cmd_env, depth + 1)
             return
         if head in _SEARCH_LAUNCHERS and "-c" in rest[1:]:
             i = rest.index("-c")
@@ -434,6 +439,17 @@ def _image_engine(image: str) -> str | None:
         if engine in name or engine in repo.partition(":")[0]:
             return engine
     return None
+
+
+def _script_from_stdin(args: list[str]) -> bool:
+    """A shell given these ``args`` reads its script from standard input (``bash``,
+    ``bash -ex``, ``bash -s -- arg``), not from a file named among them."""
+    for a in args:
+        if a in ("-s", "--"):
+            return True
+        if not a.startswith("-"):
+            return False
+    return True
 
 
 def _is_shell_or_python(word: str) -> bool:
