@@ -219,7 +219,10 @@ class _Evidence:
             by_tag[str(t)].add(int(i))
         self.smoke, self.bench = by_tag["smoke_test"], by_tag["benchmark"]
         (launched,) = frames.select_lists("launches", ["msg_idx"], min_idx=self.lo)
-        self.launch_idx = sorted({int(i) for i in [*launched, *by_tag["launch"]]})
+        # A benchmark started in the background is a job, not a (re)start of the server
+        # that claims are about (an engine's launch is in ``launches`` either way).
+        started = by_tag["launch"] - by_tag["benchmark"]
+        self.launch_idx = sorted({int(i) for i in [*launched, *started]})
         self._server(frames)
         self._calls(frames, np.array(claims, dtype=np.int64))
 
