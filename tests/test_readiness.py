@@ -36,7 +36,9 @@ def test_dsv4_claim_during_graph_capture_is_premature(con) -> None:
     assert claim.evidence_msg_idx
 
 
-def _server_session(with_smoke_output: str | None, liveness_only: bool = False) -> list:
+def _server_session(
+    with_smoke_output: str | None, liveness_only: bool = False, background_bench: bool = False
+) -> list:
     con = duckdb.connect(":memory:")
     migrate(con)
     b = SessionBuilder(con, "claude_code:s", "claude_code")
@@ -52,6 +54,11 @@ def _server_session(with_smoke_output: str | None, liveness_only: bool = False) 
         i = b.msg("assistant", "Smoke test.", 3)
         b.call(i, SMOKE_CMD, with_smoke_output, 3)
         b.tag(i, "smoke_test", "chat/completions")
+    if background_bench:
+        i = b.msg("assistant", "Benchmark in the background.", 3)
+        b.call(i, "nohup python3 -m sglang.bench_serving --port 30000 > b.log 2>&1 &", "", 3)
+        b.tag(i, "launch", "python3 -m sglang.bench_serving")
+        b.tag(i, "benchmark", "sglang.bench_serving")
     i = b.msg("assistant", "The server is ready.", 4)
     b.tag(i, "readiness_claim", "The server is ready.", 0)
     b.save("s", "m")
@@ -78,26 +85,7 @@ def test_sane_generation_without_a_ready_line_read_supports_the_claim() -> None:
 def test_a_benchmark_started_in_the_background_does_not_restart_the_window() -> None:
     """A benchmark sent to the background is tagged a launch (a job) as well: the server's
     ready line and smoke test before it still count for a claim after it."""
-    con = duckdb.connect(":memory:")
-    migrate(con)
-    b = SessionBuilder(con, "claude_code:s", "claude_code")
-    i = b.msg("assistant", "Launching.", 0)
-    c = b.call(i, "python -m sglang.launch_server --model-path m", "", 0)
-    b.launch(i, c, tp_size=1)
-    i = b.msg("assistant", "Tail.", 2)
-    b.call(i, "tail log", "The server is fired up and ready to roll!", 2)
-    b.event(i, "server_ready", "The server is fired up and ready to roll!")
-    i = b.msg("assistant", "Smoke test.", 3)
-    b.call(i, SMOKE_CMD, SANE, 3)
-    b.tag(i, "smoke_test", "chat/completions")
-    i = b.msg("assistant", "Benchmark in the background.", 4)
-    b.call(i, "nohup python3 -m sglang.bench_serving --port 30000 > b.log 2>&1 &", "", 4)
-    b.tag(i, "launch", "python3 -m sglang.bench_serving")
-    b.tag(i, "benchmark", "sglang.bench_serving")
-    i = b.msg("assistant", "The server is ready.", 5)
-    b.tag(i, "readiness_claim", "The server is ready.", 0)
-    b.save("s", "m")
-    (claim,) = analyse_session(load_session_frames(con, "claude_code:s")).claims
+    (claim,) = _server_session(SANE, background_bench=True)
     assert claim.verdict == "supported", claim.reason
     assert "server_ready" in claim.reason and "sane generation" in claim.reason
 
