@@ -412,3 +412,86 @@ def test_app_path_and_command() -> None:
     assert explore.app_path() == APP
     cmd = explore.streamlit_command(8765)
     assert cmd[1:4] == ["-m", "streamlit", "run"] and "8765" in cmd
+
+
+# --- real transcripts: what the small fixture does not have ---------------------
+
+
+@pytest.fixture
+def own_db(app_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private, writable copy of the fixture database, used by the explorer."""
+    path = tmp_path / "own.duckdb"
+    path.write_bytes(app_db.read_bytes())
+    monkeypatch.setenv("TRANSCRIPTS_DB", str(path))
+    return path
+
+
+def test_session_page_opened_from_the_menu_warns_nothing(use_db: Path) -> None:
+    at = open_page("session")
+    assert not at.warning, [w.value for w in at.warning]
+    assert heads(at)
+
+
+def test_session_without_timestamps_shows_no_nat(own_db: Path) -> None:
+    with duckdb.connect(str(own_db)) as con:
+        con.execute("UPDATE messages SET ts = NULL WHERE session_id = ?", [S_CX])
+    at = open_page("session", session=S_CX)
+    assert heads(at) and not any("NaT" in h for h in heads(at)), heads(at)
+
+
+def test_campaign_without_baseline_shows_dashes(own_db: Path) -> None:
+    with duckdb.connect(str(own_db)) as con:
+        con.execute(
+            "INSERT INTO campaigns VALUES ('no-baseline', ?, 'reach 70 tok/s', "
+            "'output_token_throughput', 70, 'tok/s', NULL, NULL, 0, 0, 'in_progress')",
+            [S_CC],
+        )
+    at = open_page("campaign", campaign="no-baseline")
+    m = metrics(at)
+    assert m["Target"] == "70 tok/s"
+    assert "nan" not in (m["Baseline"] + m["Best"]).lower(), m
+
+
+@pytest.mark.parametrize(("query", "source_id"), [("63%", "12475"), ("+6%", "12473")])
+def test_indexed_search_finds_numbers_and_symbols(
+    own_db: Path, query: str, source_id: str
+) -> None:
+    from analytics.store.search import add_documents, build_index
+
+    with duckdb.connect(str(own_db)) as con:
+        for (sid,) in con.execute("SELECT session_id FROM sessions").fetchall():
+            add_documents(con, sid)
+        if not build_index(con, force=True):
+            pytest.skip("DuckDB's fts extension is not installed")
+    with duckdb.connect(str(own_db), read_only=True) as con:
+        assert explore.search_messages(con, "bottleneck").attrs["engine"] == "full-text index"
+        hits = explore.search_messages(con, query)
+    assert (S_OC, msg_idx(S_OC, source_id)) in set(
+        zip(hits["session_id"], hits["msg_idx"], strict=True)
+    )
+    at = open_page("search", q=query)
+    assert len(frame(at, "snippet")) == len(hits)
+
+
+@pytest.mark.parametrize("needle", ["%", "_", "6%)"])
+def test_search_in_session_takes_percent_and_underscore_literally(
+    app_db: Path, needle: str
+) -> None:
+    from analytics.explore.search import fallback_search
+    from analytics.explore.stream import count_matching
+
+    with duckdb.connect(str(app_db), read_only=True) as con:
+        texts_by_idx: dict[int, list[str]] = {}
+        for idx, text in con.execute(
+            "SELECT msg_idx, text FROM messages WHERE session_id = ?", [S_OC]
+        ).fetchall():
+            texts_by_idx.setdefault(idx, []).append(text or "")
+        for idx, command, output in con.execute(
+            "SELECT msg_idx, command, output FROM tool_calls WHERE session_id = ?", [S_OC]
+        ).fetchall():
+            texts_by_idx.setdefault(idx, []).extend([command or "", output or ""])
+        expected = sum(any(needle in t.lower() for t in ts) for ts in texts_by_idx.values())
+        assert 0 < expected < len(texts_by_idx)
+        assert count_matching(con, S_OC, (), needle) == expected
+        hits = fallback_search(con, needle, limit=1000, session_id=S_OC)
+        assert all(needle in s.lower() for s in hits["snippet"])

@@ -745,3 +745,44 @@ def test_watch_skips_an_empty_file_until_it_is_written(tmp_path: Path) -> None:
     watch([src.parent], 0.01, report, polls=3, db=tmp_path / "t.duckdb")
     assert [[f.status for f in r.files] for r in rounds] == [["skipped"], ["ingested"]]
     assert _counts(tmp_path / "t.duckdb")["messages"] == 5
+
+
+def test_a_session_is_titled_by_the_words_after_ide_context(tmp_path: Path) -> None:
+    ide = "<ide_opened_file>The user opened the file /s/start.sh in the IDE.</ide_opened_file>"
+    ask = "can you get vllm running with this script?"
+    lines = [_cc_line(i) for i in range(4)]
+    lines[0]["message"]["content"] = [{"type": "text", "text": ide}, {"type": "text", "text": ask}]
+    lines[2]["message"]["content"] = "2"
+    _write(tmp_path / "s.jsonl", lines)
+    db = tmp_path / "t.duckdb"
+    ingest([str(tmp_path / "s.jsonl")], db=str(db), workers=1)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT title FROM sessions").fetchall() == [(ask,)]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(("query", "line"), [("30000", 7), ("H200", 9), ("100%", 11)])
+def test_indexed_search_finds_what_the_index_does_not_keep(
+    tmp_path: Path, query: str, line: int
+) -> None:
+    """The BM25 index keeps letter tokens only; numbers and symbols are found verbatim."""
+    from analytics.store.search import build_index, search
+
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(30)]
+    lines[7]["message"]["content"] = "the server listens on port 30000"
+    lines[9]["message"]["content"] = "this box is an H200 node"
+    lines[11]["message"]["content"] = "GPU utilisation stays at 100% during decode"
+    _write(src, lines)
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db, build_index=False)
+    con = duckdb.connect(str(db))
+    try:
+        if not build_index(con, force=True):
+            pytest.skip("DuckDB's fts extension is not installed")
+        assert list(search(con, "utilisation")["source_id"]) == ["u11"]
+        assert list(search(con, query)["source_id"]) == [f"u{line}"]
+    finally:
+        con.close()

@@ -164,3 +164,11 @@ def test_sample_reports_match_golden(sample_db: Path, tmp_path: Path, fmt: str, 
     if UPDATE:
         golden.write_text(_body(out), encoding="utf-8")
     assert _body(out) == golden.read_text(encoding="utf-8")
+
+
+def test_report_without_timestamps_claims_no_durations(tmp_path: Path) -> None:
+    con = case_study_db()
+    con.execute("UPDATE messages SET ts = NULL WHERE session_id = ?", [QWEN])
+    text = write_report(con, QWEN, tmp_path / "q.md").read_text()
+    accounting = text.split("## Time accounting", 1)[1]
+    assert "No timestamps." in accounting and "wall clock" not in accounting

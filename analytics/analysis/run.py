@@ -652,6 +652,11 @@ class MessageRun:
             self.settled = self._popped_tail
 
 
+LEADING_CONTEXT_BLOCKS = r"^(\s*<([a-z][a-z0-9_-]*)[^>]*>.*?</[a-z][a-z0-9_-]*>)*\s*"
+"""Context an agent puts before the user's words (``<ide_opened_file>…</ide_opened_file>``),
+and the white space around it (``trim`` leaves newlines)."""
+
+
 def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
     con.execute(
         """
@@ -665,16 +670,19 @@ def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> No
         """,
         [session_id, session_id],
     )
-    # Sessions without a native title are named by their first real user request.
+    # Sessions without a native title are named by their first real user request:
+    # the words after any leading <ide_opened_file>-style context blocks the agent adds.
     con.execute(
         """
         UPDATE sessions SET title = (
-            SELECT left(trim(split_part(trim(text), chr(10), 1)), 100) FROM messages
-            WHERE session_id = $s AND role = 'user' AND NOT is_compaction_summary
-              AND length(trim(text)) > 0 AND NOT starts_with(ltrim(text), '<')
-              AND NOT starts_with(ltrim(text), '[Request interrupted')
+            SELECT left(trim(split_part(body, chr(10), 1)), 100) FROM (
+                SELECT msg_idx, trim(regexp_replace(text, $blocks, '', 's')) AS body
+                FROM messages
+                WHERE session_id = $s AND role = 'user' AND NOT is_compaction_summary)
+            WHERE length(body) > 0 AND NOT starts_with(body, '<')
+              AND NOT starts_with(body, '[Request interrupted')
             ORDER BY msg_idx LIMIT 1)
         WHERE session_id = $s AND (title IS NULL OR title = '')
         """,
-        {"s": session_id},
+        {"s": session_id, "blocks": LEADING_CONTEXT_BLOCKS},
     )

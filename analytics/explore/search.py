@@ -15,13 +15,13 @@ FALLBACK_SQL = """
 WITH hits AS (
     SELECT session_id, msg_idx, source_id, role, 'message' AS kind, text AS body
     FROM messages
-    WHERE text ILIKE '%' || $q || '%' AND ($sid IS NULL OR session_id = $sid)
+    WHERE contains(lower(text), lower($q)) AND ($sid IS NULL OR session_id = $sid)
     UNION ALL
     SELECT c.session_id, c.msg_idx, m.source_id, 'tool' AS role, 'tool_output' AS kind,
            coalesce(c.command, '') || chr(10) || coalesce(c.output, '') AS body
     FROM tool_calls c
     LEFT JOIN messages m USING (session_id, msg_idx)
-    WHERE (c.output ILIKE '%' || $q || '%' OR c.command ILIKE '%' || $q || '%')
+    WHERE (contains(lower(c.output), lower($q)) OR contains(lower(c.command), lower($q)))
       AND ($sid IS NULL OR c.session_id = $sid)
 ), scored AS (
     SELECT *, strpos(lower(body), lower($q)) AS pos,

@@ -14,10 +14,10 @@ _FILTER = """
     AND (len($tags) = 0 OR EXISTS (
         SELECT 1 FROM tags t
         WHERE t.session_id = m.session_id AND t.msg_idx = m.msg_idx AND list_contains($tags, t.tag)))
-    AND ($q = '' OR m.text ILIKE '%' || $q || '%' OR EXISTS (
+    AND ($q = '' OR contains(lower(m.text), lower($q)) OR EXISTS (
         SELECT 1 FROM tool_calls c
         WHERE c.session_id = m.session_id AND c.msg_idx = m.msg_idx
-          AND (c.command ILIKE '%' || $q || '%' OR c.output ILIKE '%' || $q || '%')))
+          AND (contains(lower(c.command), lower($q)) OR contains(lower(c.output), lower($q)))))
 """
 
 

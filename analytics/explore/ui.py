@@ -172,6 +172,12 @@ def is_missing(value: object) -> bool:
     return value is None or bool(pd.isna(value)) if not isinstance(value, list | tuple) else False
 
 
+def number(value: object) -> str | None:
+    """A figure for ``st.metric``: compact digits, or None (drawn as a dash) when
+    unknown, so a campaign without a measured baseline never reads "nan"."""
+    return None if is_missing(value) else f"{float(value):g}"  # type: ignore[arg-type]
+
+
 def _present(value: object) -> bool:
     return not is_missing(value)
 

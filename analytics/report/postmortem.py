@@ -79,6 +79,11 @@ class _Session:
         self.campaigns, self.levers, self.claims = _analysis(con, session_id, self.frames)
         self.times = _time_row(con, session_id)
 
+    def timed(self) -> bool:
+        """Whether any message has a time: without one, every wall-clock duration reads 0."""
+        ts = self.frames.messages.get("ts")
+        return ts is not None and bool(ts.notna().any())
+
     def ts(self, msg_idx: int | None) -> str:
         value = self.frames.message_value(msg_idx, "ts")
         if value is None:
@@ -401,7 +406,7 @@ def _aborted_what(s: _Session, msg_idx: int) -> str:
 def _time_accounting(s: _Session) -> list[str]:
     t = s.times
     lines = ["## Time accounting", ""]
-    if not t:
+    if not t or not s.timed():
         return lines + ["No timestamps.", ""]
     threshold = _duration(t.get("idle_threshold_s"))
     rows = [

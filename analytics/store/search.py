@@ -232,8 +232,22 @@ def search(
 
     Indexed documents are ranked by BM25; documents added since the last index build are
     matched by substring and scored by the share of query terms they contain, scaled to
-    the best BM25 score so fresh exact hits rank among the indexed ones.
+    the best BM25 score so fresh exact hits rank among the indexed ones. The index keeps
+    letter tokens only, so a query it cannot answer ("30000", "H200", "100%") is matched
+    by substring over every document.
     """
+    indexed = _has_fts(con)
+    df = _search(con, query, limit, session_id, indexed)
+    return _search(con, query, limit, session_id, False) if df.empty and indexed else df
+
+
+def _search(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    limit: int,
+    session_id: str | None,
+    indexed: bool,
+) -> pd.DataFrame:
     query = query.strip()
     cols = ["session_id", "msg_idx", "source_id", "role", "kind", "snippet", "score"]
     terms = [t.lower() for t in query.split() if t]
@@ -244,9 +258,9 @@ def search(
     if session_id:
         params["sid"] = session_id
         sess = "AND d.session_id = $sid"
-    params.update({f"t{i}": f"%{t}%" for i, t in enumerate(terms)})
-    like = " + ".join(f"(lower(d.body) LIKE $t{i})::INT" for i in range(len(terms)))
-    indexed_max = int(_state(con, "indexed_max", "0")) if _has_fts(con) else -1
+    params.update({f"t{i}": t for i, t in enumerate(terms)})
+    like = " + ".join(f"contains(lower(d.body), $t{i})::INT" for i in range(len(terms)))
+    indexed_max = int(_state(con, "indexed_max", "0")) if indexed else -1
     params["m"] = indexed_max
     # Documents not in the index: copied past it, or still pending (read where stored).
     fresh_docs = f"""

@@ -18,8 +18,9 @@ OUTPUT_CHARS = 20000
 st.title("Session")
 
 labels = ui.session_labels("No sessions yet. Ingest transcripts with `transcripts ingest PATH`.")
-if ui.follow_param("session", "session-pick") and ui.query_param("session") not in labels:
-    st.warning(f"No session {ui.md_escape(ui.query_param('session'))}; pick one below.")
+asked = ui.query_param("session")
+if ui.follow_param("session", "session-pick") and asked and asked not in labels:
+    st.warning(f"No session {ui.md_escape(asked)}; pick one below.")
     st.session_state.pop("session-pick", None)
 sid: str = st.selectbox(
     "Session", list(labels), format_func=lambda s: labels.get(s, s), key="session-pick"
@@ -92,7 +93,7 @@ for m in window.itertuples():
         mark = "▶ " if m.msg_idx == target else ""
         st.markdown(
             f"{mark}**#{m.msg_idx}** · {ui.md_escape(m.role)} · id {ui.md_escape(m.source_id)}"
-            f" · {ui.md_escape(m.ts)}  {ui.badges(m.tags)}"
+            f"{'' if ui.is_missing(m.ts) else ' · ' + ui.md_escape(m.ts)}  {ui.badges(m.tags)}"
         )
         if m.error is not None and isinstance(m.error, str):
             st.text(f"error: {m.error}")
