@@ -466,6 +466,7 @@ def test_indexed_search_finds_numbers_and_symbols(
     with duckdb.connect(str(own_db), read_only=True) as con:
         assert explore.search_messages(con, "bottleneck").attrs["engine"] == "full-text index"
         hits = explore.search_messages(con, query)
+        assert hits.attrs["engine"] == "substring match"
     assert (S_OC, msg_idx(S_OC, source_id)) in set(
         zip(hits["session_id"], hits["msg_idx"], strict=True)
     )

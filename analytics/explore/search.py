@@ -66,7 +66,7 @@ def search_messages(
     if not query:
         return pd.DataFrame(columns=COLUMNS)
     df = _store_search(con, query, limit, session_id)
-    engine = "full-text index"
+    engine = "full-text index" if df is None else df.attrs.get("engine", "full-text index")
     if df is None:
         df = fallback_search(con, query, limit, session_id)
         engine = "substring match"

@@ -234,11 +234,17 @@ def search(
     matched by substring and scored by the share of query terms they contain, scaled to
     the best BM25 score so fresh exact hits rank among the indexed ones. The index keeps
     letter tokens only, so a query it cannot answer ("30000", "H200", "100%") is matched
-    by substring over every document.
+    by substring over every document; ``df.attrs["engine"]`` then says "substring match"
+    (else "full-text index").
     """
     indexed = _has_fts(con)
     df = _search(con, query, limit, session_id, indexed)
-    return _search(con, query, limit, session_id, False) if df.empty and indexed else df
+    if df.empty and indexed:
+        df = _search(con, query, limit, session_id, False)
+        df.attrs["engine"] = "substring match"
+    else:
+        df.attrs["engine"] = "full-text index"
+    return df
 
 
 def _search(
