@@ -302,3 +302,76 @@ def test_digit_sql_selects_what_the_python_digit_test_finds() -> None:
     assert len(bound.messages) == len(texts)  # read: select now filters the frame in Python
     in_memory = bound.select("messages", ["msg_idx"], matching=matching)
     assert in_memory["msg_idx"].tolist() == want
+
+
+def test_goals_stated_with_a_factor_word() -> None:
+    (g,) = _goals("Can you double the throughput?")
+    assert (g.family, g.factor, g.value) == ("throughput", 2.0, None)
+    (g,) = _goals("We want to triple our decode throughput.")
+    assert g.factor == 3.0
+    assert _goals("That was double trouble: two OOMs in a row.") == []
+
+
+def test_number_filter_sql_keeps_factor_words_like_python() -> None:
+    from analytics.analysis.campaigns import number_filter
+
+    texts = ["Double the throughput", "can you double it", "no number here", "8 GPUs", ""]
+    sql, pattern = number_filter()
+    con = duckdb.connect(":memory:")
+    con.execute("CREATE TABLE t(n INTEGER, text VARCHAR)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(texts)))
+    rows = con.execute(f"SELECT n, {sql.format(column='text')} FROM t ORDER BY n").fetchall()
+    got = [bool(kept) for _, kept in rows]
+    assert got == [bool(pattern.search(t)) for t in texts] == [True, True, False, True, False]
+
+
+def test_a_doubling_goal_targets_twice_the_baseline() -> None:
+    s = _Sweep("Can you double the throughput of this server?")
+
+    def bench(launch: int, value: float) -> None:
+        s.measurements.append(
+            {"msg_idx": s.msg("tool"), "metric": "output_token_throughput", "value": value,
+             "unit": "tok/s", "label": f"concurrency=64,launch_msg_idx={launch}",
+             "source": "bench_serving"}
+        )
+
+    bench(s.launch(**_SWEEP_FLAGS), 800.0)
+    bench(s.launch(tp_size=4), 1700.0)
+    (campaign,), (lever,) = find_campaigns(s.frames())
+    assert campaign.baseline_value == 800.0 and campaign.target_value == 1600.0
+    assert campaign.status == "met" and lever.value_after == 1700.0
+
+
+def test_a_p99_goal_is_measured_on_the_p99_row() -> None:
+    (g,) = _goals("We need p99 TTFT under 800 ms at 8 req/s.")
+    assert g.percentile == "p99"
+    (g,) = _goals("It needs mean TTFT under 200 ms (p99 under 400) on this server.")
+    assert (g.value, g.percentile) == (200.0, None)
+    s = _Sweep("We need p99 TTFT under 300 ms at 8 req/s.")
+    s.bench(s.launch(**_SWEEP_FLAGS), 200.0)  # p99 = 400
+    s.bench(s.launch(chunked_prefill_size=4096), 140.0)  # p99 = 280
+    (campaign,), (lever,) = find_campaigns(s.frames())
+    assert campaign.target_metric == "ttft_p99"
+    assert (campaign.baseline_value, campaign.best_value, campaign.status) == (400.0, 280.0, "met")
+    assert (lever.value_before, lever.value_after) == (400.0, 280.0)
+
+
+def test_numbers_in_the_message_that_announces_and_launches_a_lever_are_its_own() -> None:
+    """Plain-text transcripts keep a message's tool calls and outputs in it: "Let me
+    enable DP attention" + the launch + the Decode batch lines are one message."""
+    s = _Sweep("We need decode above 1500 tok/s with 64 requests running.")
+
+    def decode(idx: int, value: float) -> None:
+        s.measurements.append(
+            {"msg_idx": idx, "metric": "decode_gen_throughput", "value": value,
+             "unit": "tok/s", "label": "running_req=64", "source": "decode_log"}
+        )
+
+    decode(s.launch(**_SWEEP_FLAGS), 1020.0)
+    dp = s.launch(enable_dp_attention=True, dp_size=8)
+    s.messages[dp]["text"] = "Let me enable DP attention with --dp 8."
+    decode(dp, 1240.0)
+    (campaign,), (lever,) = find_campaigns(s.frames())
+    assert campaign.baseline_value == 1020.0
+    assert (lever.name, lever.value_before, lever.value_after) == ("DP attention", 1020.0, 1240.0)
+    assert lever.outcome == "improved" and lever.evidence_msg_idx == dp

@@ -150,6 +150,7 @@ class Goal:
     value: float | None
     factor: float | None
     unit: str
+    percentile: str | None = None  # "p99" when the target names one ("p99 TTFT under …")
 
 
 def sentences(text: str) -> list[str]:
@@ -176,8 +177,6 @@ def _target_patterns() -> tuple[Gated, tuple[_TargetPattern, ...]]:
     return Gated.compile(cfg["cue"], re.I), patterns
 
 
-# Every target pattern has a mandatory number (``value`` or ``factor``), so a sentence
-# without a digit states no target; checking that first skips most text cheaply.
 _DIGIT = re.compile(r"\d")
 # The same test as a DuckDB condition on ``{column}`` (a str.format template). Ten
 # substring tests run at memory speed, 3x faster than regexp_matches(text, '\p{Nd}'); a
@@ -190,8 +189,46 @@ DIGIT_SQL = (
 )
 
 
+def _factor_words() -> dict[str, float]:
+    """Words that state a factor ("double the throughput"), from targets.json."""
+    return {str(w): float(f) for w, f in _targets().get("factor_words", {}).items()}
+
+
+@lru_cache(maxsize=1)
+def number_filter() -> tuple[str, re.Pattern[str]]:
+    """Text that can state a target, as a DuckDB condition on ``{column}`` and as a
+    Python regex. Every target pattern has a mandatory number (``value`` or ``factor``:
+    a digit or a factor word such as "double"), so text without one states no target;
+    testing that first skips most text cheaply. A word is sought without its first
+    letter, so that substring tests find "Double" and "double" alike."""
+    stems = sorted({w[1:] for w in _factor_words()})
+    words = "".join(f" OR contains({{column}}, '{s}')" for s in stems)
+    sql = f"({DIGIT_SQL}{words})"
+    return sql, re.compile("|".join([_DIGIT.pattern, *map(re.escape, stems)]))
+
+
+# "p99 TTFT", "P95", "99th percentile": a latency target on a tail, not on the mean;
+# "mean"/"median" name the centre. Read next to the target only ("mean TTFT under
+# 200 ms (p99 under 400)" is a target on the mean).
+_STATISTIC = re.compile(
+    r"\b(?:p(\d{2})|(\d{2})(?:th)?[ -]percentile|mean|median|average|avg)\b", re.I
+)
+_STATISTIC_REACH = 16
+
+
+def _percentile(sentence: str, target: re.Match[str]) -> str | None:
+    """The percentile a target names just before it or inside it ("p99" in "we need p99
+    TTFT under 800 ms"), None for the mean, the median or no statistic at all."""
+    before = sentence[max(0, target.start() - _STATISTIC_REACH) : target.start()]
+    found = list(_STATISTIC.finditer(before)) or list(_STATISTIC.finditer(target.group(0)))[:1]
+    if not found:
+        return None
+    digits = found[-1].group(1) or found[-1].group(2)
+    return f"p{digits}" if digits else None
+
+
 def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
-    if not _DIGIT.search(sentence):
+    if not number_filter()[1].search(sentence):
         return None
     cue, patterns = _target_patterns()
     families = _targets()["metric_families"]
@@ -203,7 +240,8 @@ def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
         family = families[pat.family]
         groups = m.groupdict()
         if pat.kind == "relative":
-            factor = float(groups["factor"])
+            word = (groups.get("word") or "").lower()
+            factor = _factor_words()[word] if word else float(groups["factor"])
             if not 1.0 < factor <= 100:
                 continue
             return Goal(msg_idx, sentence, pat.family, None, factor, family["unit"])
@@ -212,7 +250,8 @@ def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
             value *= 1000
         if groups.get("unit") == "s" and family["unit"] == "ms":
             value *= 1000
-        return Goal(msg_idx, sentence, pat.family, value, None, family["unit"])
+        percentile = _percentile(sentence, m) if family["lower_is_better"] else None
+        return Goal(msg_idx, sentence, pat.family, value, None, family["unit"], percentile)
     return None
 
 
@@ -230,7 +269,7 @@ def find_goals(messages: pd.DataFrame) -> list[Goal]:
         if role not in ("user", "assistant"):
             continue
         text = text_of(text)
-        if not _DIGIT.search(text):
+        if not number_filter()[1].search(text):
             continue
         for sentence in sentences(text):
             goal = _goal_in(sentence, int(msg_idx))
@@ -240,12 +279,20 @@ def find_goals(messages: pd.DataFrame) -> list[Goal]:
     return goals
 
 
-def choose_metric(family: str, measurements: pd.DataFrame) -> str:
-    """The measured metric that best represents a goal's family."""
+def choose_metric(family: str, measurements: pd.DataFrame, percentile: str | None = None) -> str:
+    """The measured metric that best represents a goal's family: the goal's percentile
+    (``ttft_p99`` for "p99 TTFT under 800 ms") when one is stated and measured."""
     spec = _targets()["metric_families"][family]
     if measurements.empty:
         return str(spec["preferred"][0])
     counts = Counter(str(m) for m in measurements["metric"])
+    if percentile:
+        match = re.compile(spec["match"], re.I)
+        tails = [
+            (n, c) for n, c in counts.items() if match.search(n) and percentile in n.split("_")
+        ]
+        if tails:
+            return sorted(tails, key=lambda nc: (-nc[1], nc[0]))[0][0]
     for name in spec["preferred"]:
         if counts.get(name, 0) >= 1:
             return str(name)
@@ -430,6 +477,10 @@ class _Draft:
     # that launch belong to the configuration in force, not to the lever.
     awaits_launch: bool = False
     launch_msg: int | None = None
+    # A launch has run since the lever was announced: in a transcript whose messages hold
+    # their tool calls and outputs (plain text), numbers in the announcing message that
+    # follow such a launch are the lever's, not the configuration's before it.
+    launched: bool = False
 
     def touch(self, msg_idx: int, note: str = "") -> None:
         self.end = max(self.end, msg_idx)
@@ -541,6 +592,7 @@ class _LeverWalk:
         fresh = [s for s in specs if s.name not in self.concluded]
         open_cur = cur if cur and not cur.frozen else None
         if open_cur and open_cur.name in names:
+            open_cur.launched = True
             open_cur.touch(ev.msg_idx, note)
             self._realise(open_cur, ev, changes)
             return
@@ -557,6 +609,7 @@ class _LeverWalk:
             open_cur.touch(ev.msg_idx, f"launch at {self.ref(ev.msg_idx)}, its flags unchanged")
             return
         elif open_cur:
+            open_cur.launched = True
             verb = "relaunched" if open_cur.failures else "launch"
             text = f"{verb} at {self.ref(ev.msg_idx)}" + (f" with {changes}" if changes else "")
             open_cur.touch(ev.msg_idx, text + reverts)
@@ -662,7 +715,12 @@ class _LeverWalk:
         key = (str(ev.metric), ev.label)
         value = float(ev.value or 0.0)
         settled = cur is None or cur.frozen or cur.na_msg is not None
-        early = cur is not None and cur.via == "mention" and ev.msg_idx <= cur.start
+        early = (
+            cur is not None
+            and cur.via == "mention"
+            and ev.msg_idx <= cur.start
+            and not cur.launched
+        )
         if settled or early or (cur is not None and self._measures_prior_config(ev, cur)):
             # Before any lever: the baseline (latest wins). Between levers: only fills a
             # condition not measured before; the kept configuration is set by levers.
@@ -809,7 +867,7 @@ def stated_goals(frames: SessionFrames) -> list[Goal]:
             "messages",
             ["msg_idx", "role", "text"],
             {"role": ["user", "assistant"]},
-            matching={"text": (DIGIT_SQL, _DIGIT)},
+            matching={"text": number_filter()},
         )
     )
 
@@ -866,7 +924,7 @@ def _campaign(
     vocab: Vocabulary,
 ) -> tuple[Campaign, list[Lever]]:
     family = _targets()["metric_families"][goal.family]
-    metric = choose_metric(goal.family, frames.measurements)
+    metric = choose_metric(goal.family, frames.measurements, goal.percentile)
     lower_better = bool(family["lower_is_better"])
     label = _primary_label(frames.measurements, metric)
     launches = _window(frames.launches, goal.msg_idx, end)
