@@ -172,3 +172,22 @@ def test_report_without_timestamps_claims_no_durations(tmp_path: Path) -> None:
     text = write_report(con, QWEN, tmp_path / "q.md").read_text()
     accounting = text.split("## Time accounting", 1)[1]
     assert "No timestamps." in accounting and "wall clock" not in accounting
+
+
+def test_timeline_labels_measurements_by_their_load_conditions(tmp_path: Path) -> None:
+    """Which launch a benchmark ran against is in the measurement's label, not a condition
+    a reader compares runs by: the timeline leaves it out."""
+    db = tmp_path / "codex.duckdb"
+    pytest.importorskip("analytics.ingest").ingest([str(SAMPLES / "codex_sglang_tuning")], db=str(db))
+    con = duckdb.connect(str(db), read_only=True)
+    sid = _sample_session(con, "codex")
+    (labelled,) = con.execute(
+        "SELECT count(*) FROM measurements m JOIN campaigns c USING (session_id) "
+        "WHERE session_id = ? AND m.metric = c.target_metric AND m.label LIKE '%launch_msg_idx=%'",
+        [sid],
+    ).fetchone()
+    assert labelled > 0
+    text = write_report(con, sid, tmp_path / "codex.md").read_text(encoding="utf-8")
+    measured = [line for line in text.splitlines() if "measured ttft_mean @ " in line]
+    assert measured and not any("launch_msg_idx" in line for line in measured)
+    assert "launch_msg_idx" not in text

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from analytics.analysis.campaigns import comparable_label
 from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
 from analytics.analysis.timeaccounting import time_accounting_select
 from analytics.errors import SessionNotFoundError
@@ -243,7 +244,9 @@ def _timeline(s: _Session) -> list[str]:
     if not f.measurements.empty and s.campaigns:
         metrics = {c.target_metric for c in s.campaigns}
         for r in f.measurements[f.measurements["metric"].isin(metrics)].itertuples(index=False):
-            label = f" @ {r.label}" if isinstance(r.label, str) else ""
+            # (the load conditions: which launch or repeat a run was is not one)
+            conditions = comparable_label(r.label) if isinstance(r.label, str) else None
+            label = f" @ {conditions}" if conditions else ""
             events.append((int(r.msg_idx), 4, f"measured {r.metric}{label} = {r.value:g}"))
     events = sorted(set(events))
     lines = ["## Timeline", ""]
