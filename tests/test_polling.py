@@ -231,3 +231,71 @@ def test_loops_are_the_records_validation_builds(command: str) -> None:
     validated = PollingLoop(**loop.model_dump())
     assert loop == validated and repr(loop) == repr(validated)
     assert loop.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+
+
+# --- exits of loops whose check is not grep, and timeouts told by an echoed status --------
+
+
+@pytest.mark.parametrize(
+    "command, output, outcome",
+    [
+        (
+            "for i in $(seq 1 60); do curl -sf http://localhost:30000/health_generate >/dev/null"
+            ' && echo READY && break; echo "waiting $i"; sleep 10; done',
+            "waiting 1\nwaiting 2\nREADY",
+            "ready",
+        ),
+        (
+            "for i in $(seq 1 60); do curl -sf http://localhost:30000/health_generate >/dev/null"
+            ' && echo READY && break; echo "waiting $i"; sleep 10; done',
+            "waiting 1\nwaiting 2\nwaiting 3",
+            "unknown",
+        ),
+        (
+            "for i in {1..30}; do if curl -s http://x:1/health; then echo OK; break; fi; sleep 10; done",
+            "curl: (7) Failed to connect\nOK",
+            "ready",
+        ),
+        (
+            'until curl -sf localhost:8000/health; do if ! kill -0 $PID; then echo "server died"; exit 1; fi;'
+            " sleep 5; done",
+            "server died",
+            "failed",
+        ),
+    ],
+)
+def test_exit_markers_of_non_grep_checks(command: str, output: str, outcome: str) -> None:
+    loop = run(command, output)
+    assert loop is not None and loop.outcome == outcome
+
+
+def test_while_not_grep_with_failure_branch_in_then_block() -> None:
+    command = (
+        'while ! grep -q "Application startup complete" vllm.log; do\n'
+        '  if grep -qE "Error|Traceback" vllm.log; then echo "SERVER FAILED"; tail -n 3 vllm.log; exit 1; fi\n'
+        "  sleep 20\n"
+        "done; echo up"
+    )
+    assert exit_patterns(command) == (
+        "Application startup complete", "Error|Traceback", None, "SERVER FAILED"
+    )
+    loop = run(command, "SERVER FAILED\nValueError: No available memory for the cache blocks.",
+               status="error", exit_code=1)
+    assert loop is not None and (loop.interval_s, loop.outcome) == (20.0, "failed")
+
+
+def test_a_timeout_message_in_an_exit_branch_is_not_a_failure_marker() -> None:
+    command = (
+        "for i in $(seq 1 40); do curl -sf localhost:8000/health && break; "
+        'if [ $i -eq 40 ]; then echo "timed out"; exit 1; fi; sleep 15; done'
+    )
+    loop = run(command, "timed out", status="error", exit_code=1)
+    assert loop is not None and loop.outcome == "timeout"
+
+
+@pytest.mark.parametrize("output, timed_out", [("exit=124", True), ("exit=0", False), ("rc: 1124", False)])
+def test_status_of_outer_timeout_echoed(output: str, timed_out: bool) -> None:
+    command = "timeout 600 bash -c 'until grep -q \"fired up\" s.log; do sleep 15; done'; echo exit=$?"
+    loop = run(command, output)
+    assert loop is not None and loop.max_wait_s == 600.0
+    assert (loop.outcome == "timeout") is timed_out

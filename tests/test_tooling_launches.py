@@ -138,6 +138,56 @@ def test_heredoc_script_resolved_when_run_later_over_ssh() -> None:
     assert spec.env == {"NCCL_P2P_LEVEL": "NVL"}
 
 
+def test_config_yaml_written_earlier_gives_flags_and_model() -> None:
+    scripts = ScriptMemory()
+    write = (
+        "cat > /srv/qwen.yaml <<'EOF'\n"
+        "model: Qwen/Qwen3-32B\n"
+        "tensor-parallel-size: 4\n"
+        "gpu_memory_utilization: 0.9   # leave room\n"
+        "max-model-len: 32768\n"
+        "enable-prefix-caching: true\n"
+        'served-model-name: "qwen"\n'
+        "api-key: sk-live-123\n"
+        "compilation-config:\n"
+        "  level: 3\n"
+        "EOF"
+    )
+    assert parse_launches(write, scripts) == []
+    spec = one("vllm serve --config /srv/qwen.yaml --port 8000 --max-model-len 16384", scripts)
+    assert spec.model == "Qwen/Qwen3-32B"
+    assert spec.flags == {
+        "--config": "/srv/qwen.yaml",
+        "--port": 8000,
+        "--max-model-len": 16384,
+        "--model": "Qwen/Qwen3-32B",
+        "--tensor-parallel-size": 4,
+        "--gpu-memory-utilization": 0.9,
+        "--enable-prefix-caching": True,
+        "--served-model-name": "qwen",
+        "--api-key": "<redacted>",
+    }
+
+
+def test_config_file_never_written_leaves_the_command_flags() -> None:
+    spec = one("python -m sglang.launch_server --config cfg.yaml --tp 2")
+    assert spec.model is None and spec.flags == {"--config": "cfg.yaml", "--tp-size": 2}
+
+
+@pytest.mark.parametrize(
+    "command, flags",
+    [
+        (
+            "vllm serve m -tp=2 -pp=1 --max-num-seqs=64",
+            {"--tensor-parallel-size": 2, "--pipeline-parallel-size": 1, "--max-num-seqs": 64},
+        ),
+        ("vllm serve m -x=1", {"-x=1": True}),
+    ],
+)
+def test_short_option_with_equals(command: str, flags: dict[str, object]) -> None:
+    assert one(command).flags == flags
+
+
 def test_tee_heredoc_and_relative_script_path() -> None:
     scripts = ScriptMemory()
     parse_launches("cat <<'EOF' | tee launch.sh\nvllm serve m --port 8001\nEOF", scripts)

@@ -66,6 +66,27 @@ def test_vllm_prefix_with_process_and_ansi() -> None:
     assert parsed.message == "Loading weights took 4.21 seconds"
 
 
+def test_vllm_nested_worker_prefix_is_stripped() -> None:
+    """A tensor-parallel worker's line carries the engine core's tag, then its own."""
+    line = (
+        "(EngineCore_DP0 pid=250) (Worker_TP1 pid=302) INFO 11-03 09:41:02 "
+        "[default_loader.py:267] Loading weights took 40.33 seconds"
+    )
+    parsed = parse_prefix(line)
+    assert (parsed.engine, parsed.process, parsed.log_ts, parsed.message) == (
+        "vllm",
+        "Worker_TP1",
+        "11-03 09:41:02",
+        "Loading weights took 40.33 seconds",
+    )
+    [event] = scan_log(line, "vllm").events
+    assert (event.event, event.log_ts, event.detail) == (
+        "weights_loaded",
+        "11-03 09:41:02",
+        "Loading weights took 40.33 seconds",
+    )
+
+
 def test_sglang_059_startup_milestones_in_order() -> None:
     got = events(fixture("sglang_0.5.9_startup.log"))
     expected = [
@@ -166,6 +187,20 @@ def test_vllm_0110_startup_ready_and_metrics() -> None:
     assert nums[("kv_cache_usage", "running_req=12")].unit == "%"
     assert nums[("accept_len", None)].value == 2.61
     assert nums[("accept_rate", None)].value == pytest.approx(0.526)
+
+
+def test_vllm_063_v0_weights_and_blocks_lines() -> None:
+    """vLLM 0.6 (V0) logs ``Loading model weights took %.4f GB`` and ``# GPU blocks: %d, …``."""
+    text = (
+        "INFO 03-12 10:01:00 model_runner.py:1067] Loading model weights took 14.9888 GB\n"
+        "INFO 03-12 10:01:10 gpu_executor.py:122] # GPU blocks: 27913, # CPU blocks: 2048\n"
+    )
+    scan = scan_log(text, "vllm")
+    assert [(e.event, e.log_ts) for e in scan.events] == [
+        ("weights_loaded", "03-12 10:01:00"),
+        ("kv_cache_allocated", "03-12 10:01:10"),
+    ]
+    assert numbers(text, "vllm") == {("model_load_mem", None): 14.9888, ("kv_cache_blocks", None): 27913}
 
 
 def test_vllm_085_v0_metrics_and_failures() -> None:

@@ -169,6 +169,19 @@ def test_state_round_trip_continues_the_session() -> None:
     assert again[1][-1].changed_flags == {"--tp-size": [2, 4]}
 
 
+def test_state_keeps_the_log_lines_counted_already() -> None:
+    """A poll after a restart re-reads the log: its numbers were measured before the restart."""
+    log = "[2025-11-03 09:01:38 TP0] KV Cache is allocated. #tokens: 1032146, K size: 25.21 GB, V size: 25.21 GB"
+    live = ToolingExtractor()
+    live.extract(ctx(0, "python -m sglang.launch_server --model-path m"))
+    first = live.extract(ctx(1, "tail server.log", log)).measurements
+    assert [(m.metric, m.value) for m in first] == [("kv_cache_tokens", 1032146)]
+
+    restored = ToolingExtractor.from_state(json.loads(json.dumps(live.state())))
+    assert restored.extract(ctx(2, "tail server.log", log)).measurements == []
+    assert live.extract(ctx(2, "tail server.log", log)).measurements == []
+
+
 def test_empty_state_round_trip() -> None:
     state = ToolingExtractor().state()
     assert ToolingExtractor.from_state(state).state() == state
@@ -181,6 +194,7 @@ def test_empty_state_round_trip() -> None:
         {"version": 99},
         {"version": 1, "scripts": [[None, 3, "x"]]},
         {"version": 1, "current": {}},
+        {"version": 1, "counted_lines": "a line"},
     ],
 )
 def test_bad_state_is_refused(bad: dict[str, object]) -> None:

@@ -47,16 +47,26 @@ _FAIL_WORDS = re.compile(
 _ELAPSED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?s\b")
 _BREAK_AFTER = re.compile(
     r"""grep\s+(?P<flags>(?:-[A-Za-z]+\s+)*)(?:-e\s+)?(?P<pat>"[^"]*"|'[^']*'|[^\s|;&]+)[^\n;|]*?"""
-    r"""(?:&&|;\s*then)\s*(?P<block>\{[^}]*\}|\(?[^;\n]*)""",
+    r"""(?:&&\s*(?P<block>\{[^}]*\}|\(?[^;\n]*)|;\s*then\b(?P<then>.*?)\bfi\b)""",
+    re.S,
 )
 _UNTIL_GREP = re.compile(
-    r"""\buntil\s+(?:[^;\n]*?\|\s*)?grep\s+(?P<flags>(?:-[A-Za-z]+\s+)*)(?P<pat>"[^"]*"|'[^']*'|[^\s|;&]+)"""
+    r"""\b(?:until|while\s+!)\s+(?:[^;\n]*?\|\s*)?grep\s+(?P<flags>(?:-[A-Za-z]+\s+)*)"""
+    r"""(?P<pat>"[^"]*"|'[^']*'|[^\s|;&]+)"""
 )
+_CHECK_EXIT = re.compile(
+    r"""(?:&&\s*(?P<block>\{[^}]*\}|[^;\n]*)|\bthen\b(?P<then>.*?)\bfi\b)""", re.S
+)
+"""What a check other than ``grep`` runs when it succeeds: ``curl … && echo UP && break``,
+``if curl …; then echo UP; break; fi``."""
+_EXITS = re.compile(r"\b(?:break|exit|return)\b")
+_ECHOED_STATUS = re.compile(r"(?<![\w.])124\s*\Z")
+"""Output ending in 124: ``timeout …; echo "exit=$?"`` printing timeout's status."""
 _ABORTED = re.compile(r"User aborted the command|aborted by user|Tool execution aborted")
 _TIMEOUT = re.compile(r"\btimed? ?out\b|TIMEOUT", re.I)
 _TIME = re.compile("tim", re.I)
 """Where every ``_TIMEOUT`` match starts, and much faster to rule out (``_says_timeout``)."""
-_ECHO = re.compile(r"""echo\s+(?:-\w+\s+)?["']?([A-Za-z_][\w ]{0,30}?)["']?\s*(?:[;}\n]|$)""")
+_ECHO = re.compile(r"""echo\s+(?:-\w+\s+)?["']?([A-Za-z_][\w ]{0,30}?)["']?\s*(?:[;}\n]|&&|$)""")
 
 
 def shell_tool(call: ToolCall) -> bool:
@@ -179,15 +189,17 @@ def _unquote(pat: str) -> str:
 
 @lru_cache(maxsize=4096)
 def exit_patterns(command: str) -> tuple[str | None, str | None, str | None, str | None]:
-    """(success_pattern, failure_pattern, success_marker, failure_marker) from grep … && break/exit."""
+    """(success_pattern, failure_pattern, success_marker, failure_marker) from ``grep … && break``
+    (or ``exit``, or ``if grep …; then … fi``); a check other than grep gives only a marker."""
     success = failure = s_mark = f_mark = None
+    grep_spans: list[tuple[int, int]] = []
     for m in _BREAK_AFTER.finditer(command):
-        block = m.group("block")
-        if not re.search(r"\b(?:break|exit|return)\b", block):
+        grep_spans.append(m.span())
+        block = m.group("block") or m.group("then") or ""
+        if not _EXITS.search(block):
             continue
         pat = _unquote(m.group("pat"))
-        echo = _ECHO.search(block)
-        marker = echo.group(1).strip() if echo else None
+        marker = _marker(block)
         failing = bool(_FAIL_WORDS.search(block)) or (
             bool(_FAIL_WORDS.search(pat)) and not re.search(r"exit\s+0|ready|ok\b|up\b", block, re.I)
         )
@@ -199,7 +211,25 @@ def exit_patterns(command: str) -> tuple[str | None, str | None, str | None, str
         m2 = _UNTIL_GREP.search(command)
         if m2:
             success = _unquote(m2.group("pat"))
+    for m in _CHECK_EXIT.finditer(command):
+        if any(start <= m.start() < end for start, end in grep_spans):
+            continue
+        block = m.group("block") or m.group("then") or ""
+        marker = _marker(block) if _EXITS.search(block) else None
+        if marker is None or _TIMEOUT.search(marker):
+            continue
+        if _FAIL_WORDS.search(block):
+            if failure is None and f_mark is None:
+                f_mark = marker
+        elif success is None and s_mark is None:
+            s_mark = marker
     return success, failure, s_mark, f_mark
+
+
+def _marker(block: str) -> str | None:
+    """The text a loop's exit block echoes, which then marks in the output which exit ran."""
+    echo = _ECHO.search(block)
+    return echo.group(1).strip() if echo else None
 
 
 def _target(script: ShellScript) -> str | None:
@@ -258,13 +288,21 @@ def _outcome(call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out
         return "failed"
     if call.status == "aborted" or ("aborted" in out and _ABORTED.search(out)):
         return "aborted"
-    if call.exit_code == 124 or _says_timeout(out):
+    if call.exit_code == 124 or _says_timeout(out) or _echoes_timeout_status(call, shape, out):
         return "timeout"
     if shape.max_iterations and call.status == "completed" and success:
         lines = _iteration_lines(out)
         if lines >= shape.max_iterations:
             return "timeout"
     return "unknown"
+
+
+def _echoes_timeout_status(call: ToolCall, shape: LoopShape, out: str) -> bool:
+    """Whether a loop under ``timeout`` ran with its status echoed (``; echo "rc=$?"``)
+    and the output ends in 124, the status ``timeout`` exits with when time ran out."""
+    return shape.timeout_s is not None and "$?" in (call.command or "") and bool(
+        _ECHOED_STATUS.search(out)
+    )
 
 
 def _says_timeout(out: str) -> bool:

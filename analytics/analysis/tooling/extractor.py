@@ -82,6 +82,7 @@ class ToolingExtractor:
                 for engine, launch in self.last_by_engine.items()
             },
             "current": self.current.model_dump(mode="json") if self.current else None,
+            "counted_lines": sorted(self._counted_lines),
         }
 
     @classmethod
@@ -102,6 +103,7 @@ class ToolingExtractor:
             }
             current = state.get("current")
             launch = Launch.model_validate(current) if current is not None else None
+            extractor._counted_lines = _counted_lines(state.get("counted_lines") or [])
         except (ValueError, TypeError, AttributeError) as exc:  # ValidationError is a ValueError
             raise ToolingStateError(f"tooling extractor state is malformed: {exc}") from exc
         if launch is not None:
@@ -201,3 +203,11 @@ def _measurement(
         "session_id": session_id, "msg_idx": msg_idx, "metric": metric, "value": value,
         "unit": unit, "label": label, "source": source,
     }, _MEASUREMENT_FIELDS)
+
+
+def _counted_lines(rows: object) -> set[str]:
+    """The log lines whose numbers a session counted already (``scan_log``'s ``counted``):
+    kept across an incremental ingest, a poll re-reading them later adds them not again."""
+    if not isinstance(rows, list) or not all(isinstance(r, str) for r in rows):
+        raise ValueError("counted_lines must be a list of log lines")
+    return set(rows)

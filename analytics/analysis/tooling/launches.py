@@ -359,13 +359,21 @@ class _Walker:
                 m = _ASSIGN.fullmatch(w)
                 if m:
                     cmd_env[m.group(1)] = m.group(2)
-            self.found.append(_spec(engine, rest[args_at:], host, cmd_env, " ".join(words)))
+            self._add(_spec(engine, rest[args_at:], host, cmd_env, " ".join(words)), host)
             return
         script = _script_path(rest)
         if script:
             body = self.scripts.lookup(script, host)
             if body is not None:
                 self.walk(body, host, cmd_env, depth + 1)
+
+    def _add(self, spec: LaunchSpec, host: str | None) -> None:
+        """Record ``spec`` with the flags of its ``--config`` file, when the session wrote it."""
+        path = spec.flags.get("--config")
+        body = self.scripts.lookup(path, host) if isinstance(path, str) else None
+        if body is not None:
+            _merge_config(spec, body)
+        self.found.append(spec)
 
     def _container(
         self, words: list[str], host: str | None, env: dict[str, str], command: str, depth: int
@@ -379,13 +387,13 @@ class _Walker:
         entry = _find_entry(inner, search=True)
         if entry:
             engine, _, args_at = entry
-            self.found.append(_spec(engine, inner[args_at:], host, env, command))
+            self._add(_spec(engine, inner[args_at:], host, env, command), host)
         elif inner and posixpath.basename(inner[0]) in _SHELLS and "-c" in inner:
             i = inner.index("-c")
             if i + 1 < len(inner):
                 self.walk(inner[i + 1], host, env, depth + 1)
         elif _image_engine(image) == "vllm" and not (inner and _is_shell_or_python(inner[0])):
-            self.found.append(_spec("vllm", inner, host, env, command))
+            self._add(_spec("vllm", inner, host, env, command), host)
         for spec in self.found[before:]:
             spec.flags["docker:image"] = image
 
@@ -580,7 +588,7 @@ def _spec(
         if not word.startswith("-") or word == "-" or _NUMBER.fullmatch(word):
             positionals.append(word)
             continue
-        name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        name, eq, inline = _split_inline(engine, word)
         match = resolve_flag(engine, name)
         flag_spec, negated = (match.spec, match.negated) if match else (None, False)
         if match is None:
@@ -617,6 +625,44 @@ def _spec(
     spec.model = str(model) if model is not None else None
     spec.flag_tables = [v for v in available_tables(engine) if v in versions]
     return spec
+
+
+def _merge_config(spec: LaunchSpec, body: str) -> None:
+    """Add the flags set in a YAML ``--config`` file (``tensor-parallel-size: 4``), which
+    ``vllm serve`` and SGLang read as if given on the command line. A flag given on the
+    command line wins, as in both tools; nested blocks and lists are left out."""
+    for m in _CONFIG_ITEM.finditer(body):
+        key, text = m.group(1), _unquote_scalar(m.group(2))
+        match = resolve_flag(spec.engine, "--" + key.replace("_", "-"))
+        canon = match.canonical if match else "--" + key.replace("_", "-")
+        if canon in spec.flags:
+            continue
+        if match is None:
+            spec.unknown_flags[canon] = suggest_flag(spec.engine, canon)
+        value = typed_value(match.spec, text) if match else guess_value(text)
+        spec.flags[canon] = REDACTED if canon in SECRET_FLAGS else value
+    if spec.model is None:
+        model = spec.flags.get("--model-path" if spec.engine == "sglang" else "--model")
+        spec.model = str(model) if model is not None else None
+
+
+_CONFIG_ITEM = re.compile(r"^([A-Za-z][\w-]*):[ \t]+([^\s#\[{|>&*!][^#\n]*?)[ \t]*(?:#.*)?$", re.M)
+"""A top-level ``key: scalar`` line of a YAML file."""
+
+
+def _unquote_scalar(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _split_inline(engine: str, word: str) -> tuple[str, str, str]:
+    """``--flag=value`` and ``-tp=2`` as (name, "=", value); argparse takes ``=`` after a
+    short option too. A single-dash word whose part before ``=`` is no known flag stays whole."""
+    name, eq, inline = word.partition("=")
+    if eq and (word.startswith("--") or resolve_flag(engine, name) is not None):
+        return name, eq, inline
+    return word, "", ""
 
 
 def _is_flag(word: str) -> bool:

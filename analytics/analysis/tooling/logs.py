@@ -121,13 +121,17 @@ def parse_prefix(line: str) -> LogLine:
 
 
 def _split_prefix(line: str) -> tuple[str | None, str, str | None, str, str | None]:
-    """(engine, message, log_ts, SGLang rank text, vLLM process) of an ANSI-free line."""
+    """(engine, message, log_ts, SGLang rank text, vLLM process) of an ANSI-free line.
+
+    vLLM nests process tags (``(EngineCore_DP0 pid=1) (Worker_TP1 pid=2) INFO …`` from a
+    tensor-parallel worker); all are stripped and the innermost, the writing process, is kept."""
     process = None
-    if line.startswith("("):
+    while line.startswith("("):
         m = VLLM_PROC.match(line)
-        if m:
-            process = m.group(1)
-            line = line[m.end() :]
+        if not m:
+            break
+        process = m.group(1)
+        line = line[m.end() :]
     if line.startswith("[") and line[1:5].isdigit():
         m = SGLANG_PREFIX.match(line)
         if m:
