@@ -78,6 +78,10 @@ def test_goal_phrasings() -> None:
     assert (g.family, g.value) == ("ttft", 50.0)
     (g,) = _goals("Goal: 1.5k tok/s.")
     assert g.value == 1500.0
+    (g,) = _goals("Serve it with SGLang and get >= 2500 tok/s output throughput.")
+    assert (g.family, g.value) == ("throughput", 2500.0)
+    (g,) = _goals("Decode throughput ≥ 1800 tok/s is the bar.")
+    assert (g.family, g.value) == ("throughput", 1800.0)
 
 
 def test_measurements_are_not_goals() -> None:
