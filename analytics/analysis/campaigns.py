@@ -822,6 +822,19 @@ def _finish(
 # --------------------------------------------------------------------------- campaigns
 
 
+PROSE_SOURCES = ("stated", "profile")
+"""Sources of measurements read from what people wrote, not measured by a tool: a campaign's
+baseline and levers are judged on tool measurements only (a figure quoted from memory or
+rounded in a summary would count a result twice, or a stale one)."""
+
+
+def tool_measurements(measurements: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``measurements`` that a tool's output holds (no ``PROSE_SOURCES``)."""
+    if measurements.empty or "source" not in measurements.columns:
+        return measurements
+    return measurements[~measurements["source"].isin(PROSE_SOURCES)]
+
+
 def _window(df: pd.DataFrame, start: int, end: int | None) -> pd.DataFrame:
     if df.empty:
         return df
@@ -907,11 +920,12 @@ class _SessionEvents:
         self.tool_calls = frames.select(
             "tool_calls", ["msg_idx", "result_msg_idx", "command", "output"], min_idx=start
         )
+        self.measurements = tool_measurements(frames.measurements)
         self._measures: dict[str, list[Event]] = {}
 
     def measures(self, metric: str) -> list[Event]:
         if metric not in self._measures:
-            self._measures[metric] = _measure_events(self.frames.measurements, [metric])
+            self._measures[metric] = _measure_events(self.measurements, [metric])
         return self._measures[metric]
 
 
@@ -924,9 +938,9 @@ def _campaign(
     vocab: Vocabulary,
 ) -> tuple[Campaign, list[Lever]]:
     family = _targets()["metric_families"][goal.family]
-    metric = choose_metric(goal.family, frames.measurements, goal.percentile)
+    metric = choose_metric(goal.family, shared.measurements, goal.percentile)
     lower_better = bool(family["lower_is_better"])
-    label = _primary_label(frames.measurements, metric)
+    label = _primary_label(shared.measurements, metric)
     launches = _window(frames.launches, goal.msg_idx, end)
     events = sorted(
         _text_events(_window(shared.messages, goal.msg_idx, end), vocab)
@@ -1006,7 +1020,7 @@ def _summarise(
     levers: list[Lever],
     lower_better: bool,
 ) -> Campaign:
-    m = _window(frames.measurements, 0, end)
+    m = _window(tool_measurements(frames.measurements), 0, end)
     values = m[(m["metric"] == metric)] if not m.empty else m
     if label is not None and not values.empty:
         same = [comparable_label(None if pd.isna(v) else str(v)) == label for v in values["label"]]

@@ -201,23 +201,29 @@ class Analyser:
         before: list[MessageContext] | None = None,
         known: set[tuple[int, str]] | None = None,
     ) -> MessageOutputs:
-        """Tags, polling loops and tooling facts of ``contexts``. A message's tags can
-        depend on its neighbours (a run of re-checks of one background job, the error
-        an explanation follows), so ``before`` — the messages just before ``contexts`` —
+        """Tags, polling loops, tooling facts and stated numbers of ``contexts``. A
+        message's tags can depend on its neighbours (a run of re-checks of one background
+        job, the error an explanation follows), so ``before`` — the messages just before ``contexts`` —
         are tagged with them again; of their tags only those not in ``known`` (the ones
         already stored) are returned."""
+        from analytics.analysis.stated import stated_measurements
+
         if not contexts:
             return MessageOutputs()
         with timed("tagging"):
             tags = tag_in_context(self.tagger, contexts, before)
         out = self._analyse_calls(contexts)
+        with timed("stated numbers"):
+            for ctx in contexts:
+                out.measurements.extend(stated_measurements(ctx.message))
         out.tags = new_tag_rows(
             to_arrow("tags", tags), {c.message.msg_idx for c in contexts}, known or set()
         )
         return out
 
     def _analyse_calls(self, contexts: list[MessageContext]) -> MessageOutputs:
-        """Everything but the tags: polling loops and tooling facts."""
+        """Everything but the tags and the numbers stated in prose: polling loops and
+        tooling facts."""
         from analytics.analysis.tagging import analyse_polling
 
         out = MessageOutputs()
@@ -507,6 +513,7 @@ class MessageRun:
         """Analyse the messages up to ``msg_idx`` ``upto``: whole chunks only unless
         ``final`` (then the last, shorter one too). ``records``: the session's rows as they
         were stored, read instead of the database."""
+        from analytics.analysis.stated import stated_in_messages
         from analytics.analysis.tagging import worker as tag_worker
 
         lo, analyser = self.next_lo, self.analyser
@@ -556,6 +563,8 @@ class MessageRun:
                         else:
                             contexts = records.call_contexts(lo, hi)
                 chunk.outputs = analyser._analyse_calls(contexts)
+                with timed("stated numbers"):  # (contexts may hold only messages with calls)
+                    chunk.outputs.measurements.extend(stated_in_messages(tables[0]))
                 self.pending.append(chunk)
                 self._write_done(block=False)
             # the next chunk's context: the last TAG_MARGIN messages, not the whole chunk

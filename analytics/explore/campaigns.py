@@ -34,8 +34,8 @@ def campaigns(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 
 def campaign_series(con: duckdb.DuckDBPyConnection, campaign_id: str) -> pd.DataFrame:
-    """Measurements of the campaign's target metric inside its message range,
-    with the message time when known."""
+    """Measurements of the campaign's target metric inside its message range (those a
+    tool measured, as the campaign was judged on), with the message time when known."""
     return con.execute(
         """
         SELECT m.msg_idx, msg.ts, m.value, m.unit, m.label, m.metric
@@ -44,6 +44,7 @@ def campaign_series(con: duckdb.DuckDBPyConnection, campaign_id: str) -> pd.Data
              AND (c.target_metric IS NULL OR m.metric = c.target_metric)
              AND m.msg_idx BETWEEN coalesce(c.start_msg_idx, 0)
                                AND coalesce(c.end_msg_idx, 2147483647)
+             AND m.source NOT IN ('stated', 'profile')
         LEFT JOIN messages msg ON msg.session_id = m.session_id AND msg.msg_idx = m.msg_idx
         WHERE c.campaign_id = ?
         ORDER BY m.msg_idx

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from analytics.analysis.campaigns import comparable_label
+from analytics.analysis.campaigns import comparable_label, tool_measurements
 from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
 from analytics.analysis.timeaccounting import time_accounting_select
 from analytics.errors import SessionNotFoundError
@@ -243,7 +243,8 @@ def _timeline(s: _Session) -> list[str]:
         )
     if not f.measurements.empty and s.campaigns:
         metrics = {c.target_metric for c in s.campaigns}
-        for r in f.measurements[f.measurements["metric"].isin(metrics)].itertuples(index=False):
+        measured = tool_measurements(f.measurements)
+        for r in measured[measured["metric"].isin(metrics)].itertuples(index=False):
             # (the load conditions: which launch or repeat a run was is not one)
             conditions = comparable_label(r.label) if isinstance(r.label, str) else None
             label = f" @ {conditions}" if conditions else ""
@@ -287,7 +288,7 @@ def _campaigns(s: _Session, out: Path) -> list[str]:
         lines += _table(["#", "lever", "outcome", "before", "after", "Δ", "messages"], rows) + [""]
         lines += [f"{lv.seq}. {lv.name}: {_short(lv.description, 400)}" for lv in own] + [""]
         chart = out.with_name(f"{out.stem}-campaign{n}.png")
-        if metric_chart(c, own, s.frames.measurements, chart):
+        if metric_chart(c, own, tool_measurements(s.frames.measurements), chart):
             lines += [f"![{c.target_metric} over the session]({chart.name})", ""]
     return lines
 
