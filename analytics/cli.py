@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,6 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from analytics.errors import AnalyticsError
+
+if TYPE_CHECKING:
+    import duckdb
 
 app = typer.Typer(
     add_completion=False,
@@ -37,6 +40,14 @@ def _db(db: str | None) -> str:
     from analytics.store.db import default_db
 
     return db or default_db()
+
+
+def _read(db: str | None) -> duckdb.DuckDBPyConnection:
+    """A read-only connection for a read command, which waits a moment for a writer to let go
+    (``ingest --watch`` holds the file a second or so per round) before saying it is busy."""
+    from analytics.store.db import READ_WAIT_S, connect
+
+    return connect(_db(db), read_only=True, wait_s=READ_WAIT_S)
 
 
 def discover_paths() -> list[Path]:
@@ -245,7 +256,7 @@ def sessions(db: DbOpt = None, limit: Annotated[int, typer.Option(help="Rows to 
     """Table of sessions."""
     from analytics.store.frames import sessions_df
 
-    df = sessions_df(_db(db)).head(limit)
+    df = sessions_df(_read(db)).head(limit)
     table = Table(title=f"{len(df)} sessions")
     for col in ("session_id", "source_format", "title", "model", "started_at", "n_messages"):
         table.add_column(col, overflow="fold")
@@ -263,10 +274,9 @@ def show(
     width: Annotated[int, typer.Option(help="Characters of text per message.")] = 200,
 ) -> None:
     """A session's messages with their tags."""
-    from analytics.store.db import connect
     from analytics.store.sessions import resolve_session, session_messages
 
-    con = connect(_db(db))
+    con = _read(db)
     sid = resolve_session(con, session, _db(db))
     df = session_messages(con, sid, only_tagged=tags)
     out.print(f"[bold]{escape(sid)}[/bold] — {len(df)} messages")
@@ -286,10 +296,9 @@ def search(
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 20,
 ) -> None:
     """Ranked full-text search over messages and tool output."""
-    from analytics.store.db import connect
     from analytics.store.search import search as run_search
 
-    df = run_search(connect(_db(db)), query, limit=limit)
+    df = run_search(_read(db), query, limit=limit)
     table = Table(title=Text(f"{len(df)} matches for {query!r}"))
     for col in ("score", "session_id", "msg", "role", "kind", "snippet"):
         table.add_column(col, overflow="fold")
@@ -307,10 +316,9 @@ def report(
 ) -> None:
     """Deterministic postmortem: Markdown plus PNG charts beside it."""
     from analytics.report import write_report
-    from analytics.store.db import connect
     from analytics.store.sessions import resolve_session
 
-    con = connect(_db(db))
+    con = _read(db)
     sid = resolve_session(con, session, _db(db))
     target = out_file or Path(f"report-{sid.split(':')[-1][:40]}.md")
     path = write_report(con, sid, target)
@@ -326,11 +334,10 @@ def evaluate(
     from analytics.analysis.evaluate import evaluate as run_eval
     from analytics.analysis.evaluate import format_eval
     from analytics.errors import UsageError
-    from analytics.store.db import connect
 
     if not gold.exists():
         raise UsageError(f"{gold}: no such gold file")
-    out.print(format_eval(run_eval(gold, connect(_db(db)))), markup=False, highlight=False)
+    out.print(format_eval(run_eval(gold, _read(db))), markup=False, highlight=False)
 
 
 @app.command()
@@ -339,10 +346,9 @@ def export(
     db: DbOpt = None,
 ) -> None:
     """Every table as Parquet (Hive-partitioned by source_format where rows belong to sessions)."""
-    from analytics.store.db import connect
     from analytics.store.export import export_parquet
 
-    written = export_parquet(connect(_db(db)), parquet)
+    written = export_parquet(_read(db), parquet)
     out.print(f"Wrote {len(written)} tables to {parquet}", markup=False)
 
 
@@ -353,10 +359,10 @@ def app_cmd(
 ) -> None:
     """The Streamlit explorer."""
     from analytics.explore import run_app
-    from analytics.store.db import connect
+    from analytics.store.db import READ_WAIT_S, connect
 
     path = _db(db)
-    connect(path).close()  # a clear error now rather than in the browser
+    connect(path, wait_s=READ_WAIT_S).close()  # a clear error now rather than in the browser
     out.print(f"Explorer: http://localhost:{port}  (database {path})")
     raise typer.Exit(run_app(path, port))
 

@@ -182,7 +182,8 @@ class FileLoader:
         for r in self.orphans:
             row = self.con.execute(
                 """
-                UPDATE tool_calls SET output = ?, status = ?, exit_code = coalesce(?, exit_code),
+                UPDATE tool_calls SET output = coalesce(?, output), status = ?,
+                    exit_code = coalesce(?, exit_code),
                     ended_at = ?, result_msg_idx = ?,
                     duration_s = date_diff('millisecond', started_at, ?) / 1000.0
                 WHERE session_id = ? AND call_id = ? RETURNING msg_idx

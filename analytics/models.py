@@ -138,6 +138,7 @@ class ToolResult(_Record):
     session_id: str
     call_id: str
     output: str | None = None
+    """None: the output stored with the call stays (a late exit code, say)."""
     status: ToolStatus = "completed"
     exit_code: int | None = None
     ended_at: datetime | None = None

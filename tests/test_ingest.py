@@ -111,6 +111,79 @@ def test_half_written_last_line_is_read_again_when_completed(tmp_path: Path) -> 
     assert (read, stored, quarantined) == (10, 10, 0)
 
 
+def test_summary_whose_leaf_is_appended_later_still_titles_the_session(tmp_path: Path) -> None:
+    src = tmp_path / "s.jsonl"
+    summary = {"type": "summary", "summary": "Fix the flaky test", "leafUuid": "u5"}
+    lines = [summary] + [_cc_line(i) for i in range(8)]
+    _write(src, lines[:3])  # the summary is on top; its leaf u5 is not written yet
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    _write(src, lines)
+    assert [f.status for f in ingest([src], db=db).files] == ["appended"]
+    clean = tmp_path / "clean.duckdb"
+    ingest([src], db=clean)
+    titles = []
+    for path in (db, clean):
+        con = duckdb.connect(str(path), read_only=True)
+        titles.append(con.execute("SELECT title FROM sessions").fetchall())
+        con.close()
+    assert titles == [[("Fix the flaky test",)]] * 2
+
+
+def _codex_line(ts: int, kind: str, payload: dict) -> dict:
+    return {"timestamp": f"2026-01-01T00:00:{ts:02d}.000Z", "type": kind, "payload": payload}
+
+
+CODEX_META = _codex_line(0, "session_meta", {"id": "0199b000-0000-7000-8000-00000000000c",
+                                               "cwd": "/w", "cli_version": "0.144.1"})
+CODEX_CALL = _codex_line(1, "response_item", {
+    "type": "function_call", "name": "shell", "call_id": "call_x",
+    "arguments": json.dumps({"command": ["bash", "-lc", "make test"]})})
+CODEX_OUTPUT = _codex_line(2, "response_item", {
+    "type": "function_call_output", "call_id": "call_x", "output": "1 failed"})
+CODEX_EXIT = _codex_line(3, "event_msg", {"type": "exec_command_end", "call_id": "call_x",
+                                          "exit_code": 2})
+
+
+@pytest.mark.parametrize("order", ["exit_last", "exit_first"])
+@pytest.mark.parametrize("cut", [1, 2])
+def test_codex_exit_code_appended_after_a_stop_still_reaches_its_call(
+    tmp_path: Path, order: str, cut: int
+) -> None:
+    """exec_command_end may come before or after the call's output; a live rollout's
+    ingest can stop anywhere around them."""
+    body = [CODEX_CALL, CODEX_OUTPUT, CODEX_EXIT]
+    if order == "exit_first":
+        body = [CODEX_CALL, CODEX_EXIT, CODEX_OUTPUT]
+    lines = [CODEX_META, *body]
+    src = tmp_path / "rollout-2026-01-01T00-00-00-0199b000-0000-7000-8000-00000000000c.jsonl"
+    db = tmp_path / "t.duckdb"
+    _write(src, lines[:cut + 1])
+    ingest([src], db=db)
+    _write(src, lines)
+    assert [f.status for f in ingest([src], db=db).files] == ["appended"]
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT call_id, output, status, exit_code FROM tool_calls").fetchall()
+    con.close()
+    assert rows == [("call_x", "1 failed", "error", 2)]
+
+
+def test_line_read_before_its_newline_was_written_keeps_line_numbers(tmp_path: Path) -> None:
+    """Codex message ids are line numbers: a stop right after a complete last line, before
+    its newline, must not make the newline a line of its own."""
+    src = tmp_path / "rollout-2026-01-01T00-00-00-0199b000-0000-7000-8000-00000000000c.jsonl"
+    lines = [CODEX_META, CODEX_CALL, CODEX_OUTPUT, CODEX_EXIT]
+    db = tmp_path / "t.duckdb"
+    _write(src, lines[:1], tail=json.dumps(CODEX_CALL))  # line 2, no newline yet
+    ingest([src], db=db)
+    _write(src, lines)
+    assert [f.status for f in ingest([src], db=db).files] == ["appended"]
+    con = duckdb.connect(str(db), read_only=True)
+    ids = con.execute("SELECT source_id, location FROM messages ORDER BY msg_idx").fetchall()
+    con.close()
+    assert ids == [("L2", "line 2"), ("L3", "line 3")]
+
+
 def test_rewritten_file_replaces_its_rows(tmp_path: Path) -> None:
     src = tmp_path / "s.jsonl"
     _write(src, [_cc_line(i) for i in range(10)])

@@ -145,3 +145,28 @@ def test_reader_waits_for_writer_between_files(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.parametrize("command", [["sessions"], ["search", "anything"]])
+def test_read_commands_wait_for_a_round_of_ingest_watch(tmp_path: Path, command: list[str]) -> None:
+    """`ingest --watch` holds the file for a moment each round; a read command started
+    then waits for it instead of failing."""
+    db = tmp_path / "t.duckdb"
+    connect(db, read_only=False).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
+         "time.sleep(2.0); c.close(); time.sleep(30)", str(db)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        res = subprocess.run(
+            [sys.executable, "-m", "analytics.cli", *command, "--db", str(db)],
+            capture_output=True, text=True, timeout=60,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert res.returncode == 0, res.stderr
+    assert "0 sessions" in res.stdout or "0 matches" in res.stdout

@@ -19,7 +19,7 @@ import streamlit as st
 
 from analytics.errors import AnalyticsError, DatabaseError, DatabaseLockedError
 from analytics.explore.links import with_session_links
-from analytics.store.db import connect, default_db
+from analytics.store.db import READ_WAIT_S, connect, default_db
 
 T = TypeVar("T")
 
@@ -33,9 +33,6 @@ def md_escape(text: object) -> str:
     """Backslash-escape every Markdown/HTML-significant character (CommonMark
     allows escaping any ASCII punctuation), so links and images never render."""
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
-
-
-READ_WAIT_S = 3.0
 
 
 def db_path() -> str:

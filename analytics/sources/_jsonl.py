@@ -90,6 +90,7 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
     # whitespace as ``strip`` but stops at the first non-blank byte.
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
     with path.open("rb") as fh:
+        glued = _ends_unterminated_line(fh, offset)
         offset = skip_bom(fh, offset)
         pending = b""
         pos = offset
@@ -97,6 +98,11 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
             parts = (pending + chunk).split(b"\n")
             pending = parts.pop()
             for raw in parts:
+                if glued and (not raw or raw.isspace()):
+                    glued = False  # the newline that ends the line read before ``offset``
+                    pos += len(raw) + 1
+                    continue
+                glued = False
                 line_no += 1
                 if raw and not raw.isspace():
                     try:
@@ -112,6 +118,16 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
                 pos += len(raw) + 1
         if pending and not pending.isspace():
             yield JsonLine(line_no + 1, pos, pending, _decode(pending), terminated=False)
+
+
+def _ends_unterminated_line(fh: BinaryIO, offset: int) -> bool:
+    """True when the byte before ``offset`` is not a newline: an earlier read consumed a
+    final line that had no newline yet (a live file), so the newline still to come ends
+    that line and does not start a blank one (which would shift every line number on)."""
+    if offset <= 0:
+        return False
+    fh.seek(offset - 1)
+    return fh.read(1) not in (b"\n", b"")
 
 
 def skip_bom(fh: BinaryIO, offset: int) -> int:

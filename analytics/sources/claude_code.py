@@ -360,6 +360,16 @@ def _subagent_title(path: Path) -> str | None:
 # ---------------------------------------------------------------------------
 
 
+def _carried_summaries(state: dict[str, Any]) -> dict[str, str]:
+    """Summaries still waiting for their leaf line when the stored part of the file ended:
+    Claude Code writes them at the top of a file, so a live session's leaf often comes in
+    a later append, and the title must not depend on where an ingest happened to stop."""
+    carried = state.get("summaries")
+    if not isinstance(carried, dict):
+        return {}
+    return {k: v for k, v in carried.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 class _Parser:
     def __init__(self, path: Path, ledger: Ledger, resume: Resume | None) -> None:
         self.path = path
@@ -375,7 +385,7 @@ class _Parser:
         self.next_idx, self.carried = resume_position(state, resume, self.session_id)
         self.pending: dict[str, _OpenCall] = {}
         self.uuids: set[str] = set()
-        self.summaries: dict[str, str] = {}
+        self.summaries = _carried_summaries(state)
         self.meta: dict[str, str | None] = {
             key: value if isinstance(value, str) else None
             for key in ("version", "first_version", "cwd", "title", "model")
@@ -545,6 +555,7 @@ class _Parser:
             "parent_session_id": self.parent,
             "next_msg_idx": self.next_idx,
             "pending": open_calls,
+            "summaries": self.summaries,
             **self.meta,
         }
         yield self.session()

@@ -28,6 +28,7 @@ import shlex
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -294,6 +295,13 @@ class _Parser:
         self.pending: dict[str, ToolCall] = {}
         self.no_exit: dict[str, ToolCall] = {}
         """Completed calls whose exit code may still come from exec_command_end."""
+        self.stored_no_exit = _carried_no_exit(state)
+        """The same, for calls stored by the ingest this one resumes."""
+        early = state.get("early_exit")
+        self.early_exit: dict[str, int] = {
+            k: v for k, v in (early.items() if isinstance(early, dict) else ()) if isinstance(v, int)
+        }
+        """Exit codes that came before the output of a call stored by an earlier ingest."""
         self.meta: dict[str, str | None] = {
             key: value if isinstance(value, str) else None
             for key in KEPT_META
@@ -416,6 +424,19 @@ class _Parser:
                 ended_at=call.ended_at,
                 result_msg_idx=call.result_msg_idx,
             )
+        elif call_id in self.carried:
+            self.early_exit[call_id] = exit_code
+        elif call_id in self.stored_no_exit:
+            result_msg_idx, ended_at, aborted = self.stored_no_exit.pop(call_id)
+            yield ToolResult(
+                session_id=self.session_id,
+                call_id=call_id,
+                output=None,  # (the stored output stays)
+                status="aborted" if aborted else status_of("", exit_code),
+                exit_code=exit_code,
+                ended_at=datetime.fromisoformat(ended_at) if ended_at else None,
+                result_msg_idx=result_msg_idx,
+            )
 
     def _message(
         self,
@@ -523,11 +544,17 @@ class _Parser:
                 self.no_exit[call_id] = call
             yield call
         elif self.carried.pop(call_id, None) is not None:
+            early = self.early_exit.pop(call_id, None)
+            exit_code = exit_code if exit_code is not None else early
+            status = status_of(text, exit_code)
+            if exit_code is None:
+                ended = ts.isoformat() if ts else None
+                self.stored_no_exit[call_id] = (message.msg_idx, ended, status == "aborted")
             yield ToolResult(
                 session_id=self.session_id,
                 call_id=call_id,
                 output=text,
-                status=status_of(text, exit_code),
+                status=status,
                 exit_code=exit_code,
                 ended_at=ts,
                 result_msg_idx=message.msg_idx,
@@ -542,10 +569,46 @@ class _Parser:
             "native_id": self.native_id,
             "next_msg_idx": self.next_idx,
             "pending": open_calls,
+            "no_exit": self._no_exit_state(),
+            "early_exit": self._early_exit_state(),
             "seen_meta": self.seen_meta,
             **self.meta,
         }
         yield self.session()
+
+
+    def _early_exit_state(self) -> dict[str, int]:
+        """Exit codes of calls still open (stored as running), for their output to come."""
+        state = {k: v for k, v in self.early_exit.items() if k in self.carried}
+        for call_id, call in self.pending.items():
+            if call.exit_code is not None:
+                state[call_id] = call.exit_code
+        return state
+
+    def _no_exit_state(self) -> dict[str, list[object]]:
+        """Completed calls still waiting for an exit code, as [result_msg_idx, ended_at,
+        aborted] (their output is stored already): the exec_command_end that follows a
+        call's output may be appended after this ingest stopped."""
+        state: dict[str, list[object]] = {k: list(v) for k, v in self.stored_no_exit.items()}
+        for call_id, call in self.no_exit.items():
+            ended = call.ended_at.isoformat() if call.ended_at else None
+            state[call_id] = [call.result_msg_idx, ended, call.status == "aborted"]
+        return state
+
+
+def _carried_no_exit(state: dict[str, Any]) -> dict[str, tuple[int | None, str | None, bool]]:
+    """``no_exit`` of a resume state (see ``_Parser._no_exit_state``), well-formed entries only."""
+    carried = state.get("no_exit")
+    out: dict[str, tuple[int | None, str | None, bool]] = {}
+    for call_id, entry in (carried.items() if isinstance(carried, dict) else ()):
+        if isinstance(entry, list) and len(entry) == 3:
+            idx, ended, aborted = entry
+            out[call_id] = (
+                idx if isinstance(idx, int) else None,
+                ended if isinstance(ended, str) else None,
+                aborted is True,
+            )
+    return out
 
 
 def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[ParsedItem]:

@@ -22,6 +22,11 @@ by two threads instead of one: the BM25 index build, which tokenises every docum
 either way; sizes stay within a percent."""
 
 
+READ_WAIT_S = 3.0
+"""Seconds a reader (the explorer, the CLI's read commands) waits for a writer to let go:
+``ingest --watch`` holds the file only while a round ingests, a second or so."""
+
+
 def sql_string(value: str | Path) -> str:
     """``value`` as a DuckDB string literal, for the places a parameter cannot go (file
     paths in ``read_parquet``/``COPY``/``ATTACH``), or should not: binding a parameter makes
