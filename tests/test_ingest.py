@@ -145,6 +145,18 @@ CODEX_EXIT = _codex_line(3, "event_msg", {"type": "exec_command_end", "call_id":
                                           "exit_code": 2})
 
 
+def _appended(src: Path, lines: list[dict], db: Path, query: str) -> list[tuple]:
+    """Ingest ``src`` as it is, write it whole as ``lines``, ingest again (an append) and
+    return ``query``'s rows."""
+    ingest([src], db=db)
+    _write(src, lines)
+    assert [f.status for f in ingest([src], db=db).files] == ["appended"]
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute(query).fetchall()
+    con.close()
+    return rows
+
+
 @pytest.mark.parametrize("order", ["exit_last", "exit_first"])
 @pytest.mark.parametrize("cut", [1, 2])
 def test_codex_exit_code_appended_after_a_stop_still_reaches_its_call(
@@ -159,12 +171,7 @@ def test_codex_exit_code_appended_after_a_stop_still_reaches_its_call(
     src = tmp_path / "rollout-2026-01-01T00-00-00-0199b000-0000-7000-8000-00000000000c.jsonl"
     db = tmp_path / "t.duckdb"
     _write(src, lines[:cut + 1])
-    ingest([src], db=db)
-    _write(src, lines)
-    assert [f.status for f in ingest([src], db=db).files] == ["appended"]
-    con = duckdb.connect(str(db), read_only=True)
-    rows = con.execute("SELECT call_id, output, status, exit_code FROM tool_calls").fetchall()
-    con.close()
+    rows = _appended(src, lines, db, "SELECT call_id, output, status, exit_code FROM tool_calls")
     assert rows == [("call_x", "1 failed", "error", 2)]
 
 
@@ -175,12 +182,7 @@ def test_line_read_before_its_newline_was_written_keeps_line_numbers(tmp_path: P
     lines = [CODEX_META, CODEX_CALL, CODEX_OUTPUT, CODEX_EXIT]
     db = tmp_path / "t.duckdb"
     _write(src, lines[:1], tail=json.dumps(CODEX_CALL))  # line 2, no newline yet
-    ingest([src], db=db)
-    _write(src, lines)
-    assert [f.status for f in ingest([src], db=db).files] == ["appended"]
-    con = duckdb.connect(str(db), read_only=True)
-    ids = con.execute("SELECT source_id, location FROM messages ORDER BY msg_idx").fetchall()
-    con.close()
+    ids = _appended(src, lines, db, "SELECT source_id, location FROM messages ORDER BY msg_idx")
     assert ids == [("L2", "line 2"), ("L3", "line 3")]
 
 

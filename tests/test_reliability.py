@@ -101,17 +101,24 @@ def _runs(proc: Path, arg: str) -> bool:
         return False
 
 
-def test_second_writer_waits_then_gives_a_clear_error(tmp_path: Path) -> None:
-    db = tmp_path / "t.duckdb"
-    connect(db, read_only=False).close()
+def _hold(db: Path, then: str = "time.sleep(30)") -> subprocess.Popen[str]:
+    """A process holding ``db`` open for writing (``then``: what it does after saying so),
+    once it has printed ``ready``."""
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
-         "time.sleep(30)", str(db)],
+         + then, str(db)],
         stdout=subprocess.PIPE, text=True,
     )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+    return holder
+
+
+def test_second_writer_waits_then_gives_a_clear_error(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    connect(db, read_only=False).close()
+    holder = _hold(db)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         start = time.monotonic()
         try:
             connect(db, read_only=False, wait_s=0.5)
@@ -153,14 +160,8 @@ def test_read_commands_wait_for_a_round_of_ingest_watch(tmp_path: Path, command:
     then waits for it instead of failing."""
     db = tmp_path / "t.duckdb"
     connect(db, read_only=False).close()
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
-         "time.sleep(2.0); c.close(); time.sleep(30)", str(db)],
-        stdout=subprocess.PIPE, text=True,
-    )
+    holder = _hold(db, "time.sleep(2.0); c.close(); time.sleep(30)")
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         res = subprocess.run(
             [sys.executable, "-m", "analytics.cli", *command, "--db", str(db)],
             capture_output=True, text=True, timeout=60,
