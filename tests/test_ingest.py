@@ -175,6 +175,34 @@ def test_codex_exit_code_appended_after_a_stop_still_reaches_its_call(
     assert rows == [("call_x", "1 failed", "error", 2)]
 
 
+def test_calls_that_never_get_an_exit_code_do_not_pile_up_in_the_resume_state(
+    tmp_path: Path,
+) -> None:
+    """A tool call that is not a shell command never gets an exec_command_end: only the
+    latest few completed calls are carried to the next ingest, waiting for one."""
+    from analytics.sources.codex import NO_EXIT_KEPT
+
+    calls = []
+    for i in range(NO_EXIT_KEPT + 36):
+        calls += [
+            _codex_line(1, "response_item", {"type": "function_call", "name": "update_plan",
+                                             "call_id": f"c{i}", "arguments": "{}"}),
+            _codex_line(2, "response_item", {"type": "function_call_output",
+                                             "call_id": f"c{i}", "output": "ok"}),
+        ]
+    src = tmp_path / "rollout-2026-01-01T00-00-00-0199b000-0000-7000-8000-00000000000c.jsonl"
+    _write(src, [CODEX_META, *calls])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    con = duckdb.connect(str(db), read_only=True)
+    (state,) = con.execute("SELECT resume_state FROM ingest_files").fetchone()
+    n_calls = con.execute("SELECT count(*) FROM tool_calls").fetchone()[0]
+    con.close()
+    carried = json.loads(state)["no_exit"]
+    assert n_calls == NO_EXIT_KEPT + 36
+    assert list(carried) == [f"c{i}" for i in range(36, NO_EXIT_KEPT + 36)]
+
+
 def test_line_read_before_its_newline_was_written_keeps_line_numbers(tmp_path: Path) -> None:
     """Codex message ids are line numbers: a stop right after a complete last line, before
     its newline, must not make the newline a line of its own."""

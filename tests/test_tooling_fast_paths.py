@@ -18,7 +18,7 @@ from analytics.analysis.tooling import (
     scan_log,
 )
 from analytics.analysis.tooling.anchors import rare_anchor
-from analytics.analysis.tooling.extractor import _measurement, _server_event
+from analytics.analysis.tooling.extractor import _server_event, measurement
 from analytics.analysis.tooling.failures import failure_hits
 from analytics.analysis.tooling.gates import REPORT_LITERALS
 from analytics.analysis.tooling.launches import _may_matter
@@ -35,7 +35,7 @@ from analytics.models import Measurement, ServerEvent
 
 def test_unvalidated_measurement_equals_validated() -> None:
     fields = dict(session_id="s", msg_idx=3, metric="m", value=1.5, unit=None, label="x=1")
-    fast = _measurement(**fields, source="decode_log")
+    fast = measurement(**fields, source="decode_log")
     slow = Measurement(**fields, source="decode_log")
     assert fast == slow and repr(fast) == repr(slow)
     assert fast.model_dump(exclude_unset=True) == slow.model_dump(exclude_unset=True)

@@ -108,6 +108,13 @@ def _targets() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
+def target_cue() -> re.Pattern[str]:
+    """The words that make a number a target ("we need", "get above", ">="), as a regex:
+    what a goal needs, and what makes a number stated in prose a bound, not a reading."""
+    return re.compile(str(_targets()["cue"]), re.I)
+
+
+@lru_cache(maxsize=1)
 def _failure_patterns() -> tuple[tuple[str, Gated], ...]:
     data = _load("failures.json")
     return tuple((p["kind"], Gated.compile(p["regex"], re.I)) for p in data["patterns"])

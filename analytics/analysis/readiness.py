@@ -493,7 +493,7 @@ def judge_claim(
         others = [s for s in liveness if s not in graph_open]
         if others:
             reason += "; besides that only liveness: " + ev.describe(others[-3:])
-    elif liveness and not ready and not passes:
+    elif liveness and not ready:
         verdict = "premature"
         reason = (
             "only liveness before it — "
@@ -501,7 +501,7 @@ def judge_claim(
             + "; no ready line and no functional check"
         )
     else:
-        seen = ev.describe(ready + passes)
+        seen = ev.describe(ready)
         reason = f"only {seen}, no generation checked" if seen else "no evidence either way"
         if first_after is not None and first_after.passed:
             reason += f"; a later check passed: {first_after.what} ({ref(first_after.msg_idx)})"

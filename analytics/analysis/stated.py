@@ -22,9 +22,10 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analytics.analysis.campaigns import _targets, sentences
+from analytics.analysis.campaigns import sentences, target_cue
 from analytics.analysis.literals import AnyLiteral
-from analytics.models import Measurement, Message, trusted
+from analytics.analysis.tooling.extractor import measurement
+from analytics.models import Measurement, Message
 
 STATED_SOURCE = "stated"
 PROFILE_SOURCE = "profile"
@@ -132,11 +133,6 @@ def _gate() -> AnyLiteral:
     return AnyLiteral(_NEEDS)
 
 
-@lru_cache(maxsize=1)
-def _target_cue() -> re.Pattern[str]:
-    return re.compile(str(_targets()["cue"]), re.I)
-
-
 def may_state(text: str) -> bool:
     """Whether ``text`` can hold a stated number at all: an ASCII digit (ten substring tests,
     four times faster than a regex over prose, most of which has none), then a unit literal."""
@@ -156,7 +152,6 @@ def _unquoted(m: re.Match[str]) -> str:
     return inline if inline and _IDENTIFIER.fullmatch(inline) else " "
 
 
-_MEASUREMENT_FIELDS = set(Measurement.model_fields)
 _PROSE_ROLES = pa.array(["user", "assistant"])
 
 
@@ -182,10 +177,7 @@ def stated_in_messages(messages: pa.Table) -> list[Measurement]:
 
 def _measurements(session_id: str, msg_idx: int, role: str, text: str) -> list[Measurement]:
     return [
-        trusted(Measurement, {
-            "session_id": session_id, "msg_idx": msg_idx, "metric": n.metric,
-            "value": n.value, "unit": n.unit, "label": n.label, "source": n.source,
-        }, _MEASUREMENT_FIELDS)
+        measurement(session_id, msg_idx, n.metric, n.value, n.unit, n.label, n.source)
         for n in stated_numbers(text, role)
     ]
 
@@ -255,7 +247,7 @@ def _is_bound(sentence: str, match_start: int, number_start: int, match_end: int
     before = sentence[max(0, min(match_start, number_start - _CUE_REACH)) : number_start]
     before = re.split(r"[.;:,(]", before)[-1] if match_start >= number_start - 1 else before
     return bool(
-        _COMPARATOR.search(before) or _target_cue().search(before)
+        _COMPARATOR.search(before) or target_cue().search(before)
         or _BOUND_AFTER.match(sentence, match_end)
     )
 

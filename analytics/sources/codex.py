@@ -576,7 +576,6 @@ class _Parser:
         }
         yield self.session()
 
-
     def _early_exit_state(self) -> dict[str, int]:
         """Exit codes of calls still open (stored as running), for their output to come."""
         state = {k: v for k, v in self.early_exit.items() if k in self.carried}
@@ -593,7 +592,13 @@ class _Parser:
         for call_id, call in self.no_exit.items():
             ended = call.ended_at.isoformat() if call.ended_at else None
             state[call_id] = [call.result_msg_idx, ended, call.status == "aborted"]
-        return state
+        # Calls that never get one (not shell commands) would pile up: the exit code comes
+        # right after its call's output, so the latest few are all that can still get one.
+        return dict(list(state.items())[-NO_EXIT_KEPT:])
+
+
+NO_EXIT_KEPT = 64
+"""Completed calls without an exit code carried to the next ingest (the latest ones)."""
 
 
 def _carried_no_exit(state: dict[str, Any]) -> dict[str, tuple[int | None, str | None, bool]]:

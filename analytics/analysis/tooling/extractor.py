@@ -159,7 +159,7 @@ class ToolingExtractor:
         out = facts.measurements
         for num in scan.numbers:
             out.append(
-                _measurement(
+                measurement(
                     session_id, msg_idx, num.metric, num.value, num.unit, num.label, num.source
                 )
             )
@@ -167,11 +167,11 @@ class ToolingExtractor:
         holds = scan.reports.__contains__ if scan.reports is not None else None
         for b in benchmark_numbers(text, call.command, launch_idx, holds):
             out.append(
-                _measurement(session_id, msg_idx, b.metric, b.value, b.unit, b.label, b.source)
+                measurement(session_id, msg_idx, b.metric, b.value, b.unit, b.label, b.source)
             )
         for g in gpu_numbers(text, call.command, holds):
             out.append(
-                _measurement(session_id, msg_idx, g.metric, g.value, g.unit, g.label, "nvidia_smi")
+                measurement(session_id, msg_idx, g.metric, g.value, g.unit, g.label, "nvidia_smi")
             )
 
 
@@ -189,7 +189,7 @@ def _server_event(
     }, _EVENT_FIELDS)
 
 
-def _measurement(
+def measurement(
     session_id: str,
     msg_idx: int,
     metric: str,
@@ -198,7 +198,9 @@ def _measurement(
     label: str | None,
     source: str,
 ) -> Measurement:
-    """``value`` is always a ``float()`` at every call site."""
+    """A measurement built as a trusted record (no validation: ``value`` is always a float and
+    the rest are plain strings at every call site); the tooling analyser and the numbers
+    stated in prose both build theirs with it."""
     return trusted(Measurement, {
         "session_id": session_id, "msg_idx": msg_idx, "metric": metric, "value": value,
         "unit": unit, "label": label, "source": source,
