@@ -309,7 +309,16 @@ class Measurement(_Record):
     label: str | None = None
     """Conditions that make it comparable, e.g. ``concurrency=16`` or ``bs=1``."""
     source: str | None = None
-    """bench_serving | bench_one_batch | decode_log | vllm_metrics | nvidia_smi | user | assistant …"""
+    """Where it was read: a tool's output (``bench_serving``, ``decode_log``, ``server_log``,
+    ``nvidia_smi`` …) or prose (``PROSE_SOURCES``)."""
+
+
+STATED_SOURCE = "stated"
+"""``Measurement.source`` of a figure someone wrote in prose ("we're at ~800 tok/s")."""
+PROFILE_SOURCE = "profile"
+"""``Measurement.source`` of a share of time written in prose ("63% of decode time is …")."""
+PROSE_SOURCES = (STATED_SOURCE, PROFILE_SOURCE)
+"""Sources of measurements read from what people wrote, not measured by a tool."""
 
 
 class Campaign(_Record):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from analytics.analysis.literals import Gated, lowered, text_of
-from analytics.models import Campaign, Lever
+from analytics.models import PROSE_SOURCES, Campaign, Lever
 
 if TYPE_CHECKING:
     from analytics.analysis.session import SessionFrames
@@ -829,14 +829,10 @@ def _finish(
 # --------------------------------------------------------------------------- campaigns
 
 
-PROSE_SOURCES = ("stated", "profile")
-"""Sources of measurements read from what people wrote, not measured by a tool: a campaign's
-baseline and levers are judged on tool measurements only (a figure quoted from memory or
-rounded in a summary would count a result twice, or a stale one)."""
-
-
 def tool_measurements(measurements: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``measurements`` that a tool's output holds (no ``PROSE_SOURCES``)."""
+    """The rows of ``measurements`` that a tool's output holds (no ``PROSE_SOURCES``): a
+    campaign's baseline and levers are judged on tool measurements only (a figure quoted from
+    memory or rounded in a summary would count a result twice, or a stale one)."""
     if measurements.empty or "source" not in measurements.columns:
         return measurements
     return measurements[~measurements["source"].isin(PROSE_SOURCES)]

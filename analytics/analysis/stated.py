@@ -25,10 +25,7 @@ import pyarrow.compute as pc
 from analytics.analysis.campaigns import sentences, target_cue
 from analytics.analysis.literals import AnyLiteral
 from analytics.analysis.tooling.extractor import measurement
-from analytics.models import Measurement, Message
-
-STATED_SOURCE = "stated"
-PROFILE_SOURCE = "profile"
+from analytics.models import PROFILE_SOURCE, STATED_SOURCE, Measurement, Message
 
 _NEEDS = (
     "/s", "/S", "per sec", "ms", "TTFT", "ttft", "TPOT", "tpot", "ITL", "atency",

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, cast
 import duckdb
 import pandas as pd
 
+from analytics.models import PROSE_SOURCES
+from analytics.store.db import sql_string
+
 if TYPE_CHECKING:
     import altair as alt
 
@@ -36,15 +39,16 @@ def campaigns(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 def campaign_series(con: duckdb.DuckDBPyConnection, campaign_id: str) -> pd.DataFrame:
     """Measurements of the campaign's target metric inside its message range (those a
     tool measured, as the campaign was judged on), with the message time when known."""
+    prose = ", ".join(sql_string(s) for s in PROSE_SOURCES)
     return con.execute(
-        """
+        f"""
         SELECT m.msg_idx, msg.ts, m.value, m.unit, m.label, m.metric
         FROM campaigns c
         JOIN measurements m ON m.session_id = c.session_id
              AND (c.target_metric IS NULL OR m.metric = c.target_metric)
              AND m.msg_idx BETWEEN coalesce(c.start_msg_idx, 0)
                                AND coalesce(c.end_msg_idx, 2147483647)
-             AND m.source NOT IN ('stated', 'profile')
+             AND coalesce(m.source, '') NOT IN ({prose})
         LEFT JOIN messages msg ON msg.session_id = m.session_id AND msg.msg_idx = m.msg_idx
         WHERE c.campaign_id = ?
         ORDER BY m.msg_idx
