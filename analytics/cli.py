@@ -181,6 +181,7 @@ def _watch(
         raise UsageError("--watch needs a positive number of seconds")
 
     noted: set[str] = set()
+    shown: dict[str, str | None] = {}  # path -> its error printed at the last round
 
     def report(summary: IngestSummary) -> None:
         t = summary.totals()
@@ -196,8 +197,13 @@ def _watch(
         _print_notes([f for f in summary.skipped if f.path not in noted])
         noted.clear()
         noted.update(f.path for f in summary.skipped)
+        # (a round ingests every path again: an error is printed when it appears or changes,
+        # not at each round a live session beside it grows; the line above counts it)
         for f in summary.errors:
-            err.print(f"Error: {f.error}", markup=False, highlight=False, soft_wrap=True)
+            if shown.get(f.path, "") != f.error:
+                err.print(f"Error: {f.error}", markup=False, highlight=False, soft_wrap=True)
+        shown.clear()
+        shown.update((f.path, f.error) for f in summary.errors)
 
     out.print(f"Watching {len(targets)} path(s) every {interval_s:g} s → {db} (Ctrl-C stops)",
               highlight=False)

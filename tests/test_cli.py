@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _samples import all_tables
@@ -213,3 +214,32 @@ def test_an_empty_file_is_a_notice_not_an_error(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("Skipped: ") and "empty.jsonl" in lines[0]
         assert "Error" not in res.stderr
         assert "skipped (empty)" in res.stdout
+
+
+def test_watch_prints_an_error_once_while_it_stays_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every round of ``--watch`` ingests again while a live session grows: a file beside it
+    that cannot be ingested is named when its error appears or changes, not at every round
+    (the round's line still counts it)."""
+    import analytics.ingest
+    from analytics import cli
+    from analytics.ingest import FileResult, IngestSummary
+
+    def bad(error: str) -> FileResult:
+        return FileResult("/s/notes.json", None, "error", error=error)
+
+    live = FileResult("/s/live.jsonl", "claude_code", "appended", 1, 10)
+    rounds = [[live, bad("JSON of an unknown shape")], [live, bad("JSON of an unknown shape")],
+              [live], [live, bad("JSON of an unknown shape")], [live, bad("not UTF-8")]]
+
+    def fake_watch(paths: object, interval_s: float, report: Any, **_: object) -> None:
+        for files in rounds:
+            report(IngestSummary(str(tmp_path / "t.duckdb"), files))
+
+    monkeypatch.setattr(analytics.ingest, "watch", fake_watch)
+    monkeypatch.setattr(cli, "err", cli.Console(stderr=True, width=200))
+    cli._watch([tmp_path], str(tmp_path / "t.duckdb"), "auto", True, None, False, 1.0)
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    assert errors == ["Error: JSON of an unknown shape", "Error: JSON of an unknown shape",
+                      "Error: not UTF-8"]
