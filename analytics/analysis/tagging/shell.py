@@ -6,17 +6,24 @@ tried first; it rejects a lot of real agent commands (arithmetic ``$((…))``,
 ``${x: -5}``, heredocs …), so a small quote-aware tokenizer takes over then.
 Commands hidden inside ``$(…)``, ``bash -c '…'``, ``ssh host '…'``,
 ``docker exec ctr …`` and ``timeout N …`` are expanded recursively, and so is a
-here-document fed to a shell (``bash <<'EOF' … EOF``); one fed to another interpreter
-(``python - <<'EOF'``) is kept with its command (``stdin_program``), as a ``-c`` string is.
+program fed to a shell on its standard input (``bash <<'EOF' … EOF``); one fed to another
+interpreter (``python - <<'EOF'``) is kept with its command (``stdin_program``), as a ``-c``
+string is. Standard input is a here-document, a here-string (``bash <<< '…'``) or the literal
+text piped in by ``cat <<EOF |``, ``echo '…' |`` or ``printf '…' |``; ``docker exec`` and
+``kubectl exec`` pass it on only with ``-i``, ``ssh -n`` not at all. A script written by
+``cat > run.sh <<EOF`` and run later in the same command (``bash run.sh``) is read as run.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import bashlex
+
+from analytics.analysis.tooling.shell import printed_text, short_flags
 
 LOOP_KEYWORDS = ("for", "while", "until")
 _OPENERS = {"do", "then", "else", "{", "!", "(", "elif", "if"}
@@ -33,6 +40,23 @@ _VALUE_FLAGS = frozenset({"-W", "-X", "-o", "+o", "-O"})
 _REDIRECT = re.compile(r"^\d*(?:>>?|<<?|&>|>&)")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _MAX_DEPTH = 4
+_RUNNERS: dict[str, frozenset[str]] = {
+    "uv": frozenset(
+        {"--with", "-w", "--with-requirements", "--with-editable", "--python", "-p", "--project",
+         "--directory", "--env-file", "--package", "--extra", "--group", "--index",
+         "--default-index", "--index-url", "--extra-index-url"}
+    ),
+    "poetry": frozenset({"-C", "--directory", "-P", "--project"}),
+    "pipenv": frozenset(),
+    "pdm": frozenset({"-p", "--project"}),
+    "conda": frozenset({"-n", "--name", "-p", "--prefix", "--cwd"}),
+    "mamba": frozenset({"-n", "--name", "-p", "--prefix", "--cwd"}),
+    "micromamba": frozenset({"-n", "--name", "-p", "--prefix", "--cwd"}),
+    "pixi": frozenset({"-e", "--environment", "--manifest-path"}),
+}
+"""``X run [options] PROGRAM …`` runners (with their options that take a value): PROGRAM
+gets the runner's standard input."""
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>"})
 
 
 @dataclass
@@ -57,7 +81,10 @@ class SimpleCommand:
     nested: int = 0
     """0 at top level; >0 when found inside ``$(…)``, ``bash -c``, ``ssh`` …"""
     heredocs: tuple[str, ...] = ()
-    """Bodies of the here-documents on its standard input (``<<EOF``), in order."""
+    """Texts on its standard input, in order: here-document bodies (``<<EOF``), here-strings
+    (``<<< '…'``), or the literal text a ``cat <<EOF``/``echo``/``printf`` pipes into it."""
+    writes: tuple[str, ...] = ()
+    """Files its standard output is redirected to (``> f``, ``>> f``, ``&> f``)."""
 
     @property
     def name(self) -> str:
@@ -121,7 +148,7 @@ def stdin_program(cmd: SimpleCommand) -> tuple[str, str] | None:
     (``cat > f.py <<EOF``, ``python run.py <<EOF``, ``bash -c '…' <<EOF``)."""
     if not cmd.heredocs:
         return None
-    core = core_words(cmd.words)
+    core = program_words(cmd.words)
     if not core:
         return None
     prog = core[0].rsplit("/", 1)[-1]
@@ -135,6 +162,26 @@ def stdin_program(cmd: SimpleCommand) -> tuple[str, str] | None:
     else:
         return None
     return (kind, body) if _program_from_stdin(core[1:], kind == "shell") else None
+
+
+def program_words(words: list[str]) -> list[str]:
+    """``core_words`` past a leading ``uv run --with x``, ``conda run -n env``, ``poetry run`` …
+    (``_RUNNERS``): the program those run, with the same arguments and standard input.
+    ``uv pip install`` and ``conda install`` keep their runner first."""
+    return _past_runner(core_words(words))
+
+
+def _past_runner(core: list[str]) -> list[str]:
+    takes_value = _RUNNERS.get(core[0].rsplit("/", 1)[-1]) if core else None
+    if takes_value is None or core[1:2] != ["run"]:
+        return core
+    i = 2
+    while i < len(core) and core[i].startswith("-"):
+        if core[i] == "--":
+            i += 1
+            break
+        i += 2 if core[i] in takes_value else 1
+    return core_words(core[i:])
 
 
 def _program_from_stdin(args: list[str], shell: bool) -> bool:
@@ -174,6 +221,7 @@ def _walk(node: object, script: ShellScript, loops: tuple[int, ...], cond: bool,
     if kind == "command":
         words: list[str] = []
         heredocs: list[str] = []
+        writes: list[str] = []
         for part in node.parts:  # type: ignore[attr-defined]
             if part.kind == "word":
                 words.append(part.word)
@@ -181,8 +229,18 @@ def _walk(node: object, script: ShellScript, loops: tuple[int, ...], cond: bool,
                     _walk(sub, script, loops, cond, nested + 1)
             elif part.kind == "redirect" and getattr(part, "heredoc", None) is not None:
                 heredocs.append(_heredoc_body(part))
+            elif part.kind == "redirect":
+                target = getattr(part.output, "word", None)
+                if target is None:
+                    continue
+                if part.type == "<<<":
+                    heredocs.append(target)
+                elif part.type in _WRITE_OPS and getattr(part, "input", None) in (None, 1):
+                    writes.append(target)
         if words:
-            script.commands.append(SimpleCommand(words, loops, None, cond, nested, tuple(heredocs)))
+            script.commands.append(
+                SimpleCommand(words, loops, None, cond, nested, tuple(heredocs), tuple(writes))
+            )
         return
     if kind in ("commandsubstitution", "processsubstitution"):
         _walk(node.command, script, loops, cond, nested)  # type: ignore[attr-defined]
@@ -307,7 +365,10 @@ class _Tokenizer:
                 else:
                     self._end_command(ch)
                     i += 1
-            elif ch == "<" and t.startswith("<<", i) and not t.startswith("<<<", i):
+            elif t.startswith("<<<", i):  # a here-string: its word follows (``_redirect_words``)
+                self._add("<<<")
+                i += 3
+            elif ch == "<" and t.startswith("<<", i):
                 m = re.match(r"<<-?\s*['\"]?(\w+)['\"]?", t[i:])
                 if m:
                     self.unowned.append(m.group(1))
@@ -385,11 +446,27 @@ class _Tokenizer:
             if op and self.script.commands and self.script.commands[-1].next_op is None:
                 self.script.commands[-1].next_op = op
             return
-        cmd = SimpleCommand(words, tuple(self.stack), op, self.cond, self.nested)
+        strings, writes = _redirect_words(words)
+        cmd = SimpleCommand(words, tuple(self.stack), op, self.cond, self.nested, strings, writes)
         self.script.commands.append(cmd)
         self._own(cmd)
         for w in words:
             _substitutions(w, self.script, cmd.loops, self.nested + 1)
+
+
+def _redirect_words(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(here-strings, files written) among the words the tokenizer split: ``<<<`` and
+    ``>``/``>>``/``1>``/``&>`` followed by their word, or glued to it (``>log``)."""
+    strings: list[str] = []
+    writes: list[str] = []
+    for k, w in enumerate(words):
+        m = re.fullmatch(r"(<<<|1?>>?\|?|&>>?)(.*)", w, re.S)
+        if not m:
+            continue
+        target = m.group(2) or (words[k + 1] if k + 1 < len(words) else "")
+        if target and not target.startswith("&"):  # ``>&2`` duplicates a descriptor
+            (strings if m.group(1) == "<<<" else writes).append(target)
+    return tuple(strings), tuple(writes)
 
 
 def _skip_double(t: str, i: int) -> int:
@@ -453,6 +530,12 @@ def _substitutions(word: str, script: ShellScript, loops: tuple[int, ...], neste
 
 def inner_command(words: list[str]) -> str | None:
     """The command string run by ``bash -c``, ``ssh host``, ``docker exec``, ``kubectl exec``."""
+    wrapped = _wrapped(words)
+    return wrapped[2] if wrapped else None
+
+
+def _wrapped(words: list[str]) -> tuple[str, list[str], str] | None:
+    """(program, its option words, the command string it runs) for ``inner_command``."""
     core = core_words(words)
     if not core:
         return None
@@ -461,37 +544,134 @@ def inner_command(words: list[str]) -> str | None:
     if prog in _SHELLS:
         for k, a in enumerate(args):
             if re.fullmatch(r"-[a-z]*c", a) and k + 1 < len(args):
-                return args[k + 1]
+                return prog, args[:k], args[k + 1]
         return None
     if prog == "ssh":
         k = 0
         while k < len(args) and args[k].startswith("-"):
             k += 2 if re.fullmatch(r"-[bcDEeFIiJLlmOoPpQRSWw]", args[k]) else 1
         rest = args[k + 1 :]
-        return " ".join(rest) if rest else None
+        return (prog, _option_words(args[:k]), " ".join(rest)) if rest else None
     if prog in ("docker", "podman") and args[:1] == ["exec"]:
         k = 1
         while k < len(args) and args[k].startswith("-"):
             k += 2 if args[k] in ("-e", "-u", "-w", "--env", "--user", "--workdir") else 1
         rest = args[k + 1 :]
-        return " ".join(rest) if rest else None
+        return (prog, _option_words(args[1:k]), " ".join(rest)) if rest else None
     if prog == "kubectl" and "--" in args:
-        return " ".join(args[args.index("--") + 1 :])
+        end = args.index("--")
+        return prog, _option_words(args[:end]), " ".join(args[end + 1 :])
     return None
+
+
+def _option_words(args: list[str]) -> list[str]:
+    return [a for a in args if a.startswith("-")]
+
+
+def _passes_stdin(words: list[str]) -> bool:
+    """Whether the command ``inner_command`` finds in ``words`` reads their standard input:
+    ``docker exec`` and ``kubectl exec`` attach it only with ``-i`` (``--interactive``,
+    ``--stdin``); ``ssh -n`` and ``ssh -f`` read /dev/null instead."""
+    wrapped = _wrapped(words)
+    if wrapped is None:
+        return False
+    prog, options, _ = wrapped
+    if prog in ("docker", "podman"):
+        long_stdin = any(o.startswith("--interactive") for o in options)
+        return long_stdin or "i" in short_flags(options, "euw")
+    if prog == "kubectl":
+        long_stdin = any(o in ("--stdin", "--stdin=true") for o in options)
+        return long_stdin or "i" in short_flags(options, "cfn")
+    if prog == "ssh":
+        return not short_flags(options, "bcDEeFIiJLlmOopQRSWw") & {"n", "f"}
+    return True
+
+
+def _piped_text(cmd: SimpleCommand) -> str | None:
+    """The text ``cmd`` writes to a pipe when it prints only literal text: a ``cat <<EOF``
+    here-document, the words of ``echo``, what ``printf FORMAT ARG…`` prints."""
+    core = core_words(cmd.words)
+    if not core or cmd.writes:
+        return None
+    prog, args = core[0].rsplit("/", 1)[-1], core[1:]
+    if prog == "cat":
+        return cmd.heredocs[0] if cmd.heredocs and all(a == "-" for a in args) else None
+    return printed_text(core)
+
+
+def _feed_pipes(commands: list[SimpleCommand]) -> None:
+    """Give the literal text a command pipes (``_piped_text``) to the command after the
+    ``|`` as its standard input, unless a here-document of its own replaces it."""
+    for k, cmd in enumerate(commands):
+        if cmd.next_op != "|":
+            continue
+        text = _piped_text(cmd)
+        if text is None:
+            continue
+        reader = next((c for c in commands[k + 1 :] if c.nested == cmd.nested), None)
+        if reader is not None and not reader.heredocs:
+            reader.heredocs = (text,)
+
+
+def _script_run(cmd: SimpleCommand, written: dict[str, str]) -> str | None:
+    """The text of the shell script ``cmd`` runs (``bash run.sh``, ``./run.sh``) when an
+    earlier command of the same snippet wrote it (``written``: path -> text)."""
+    core = core_words(cmd.words)
+    if not core:
+        return None
+    if core[0].rsplit("/", 1)[-1] in _SHELLS:
+        path = next((a for a in core[1:] if not a.startswith(("-", "+"))), None)
+    else:
+        path = core[0] if "/" in core[0] else None
+    if path is None:
+        return None
+    norm = posixpath.normpath(path)
+    if norm in written:
+        return written[norm]
+    name = posixpath.basename(norm)
+    same_name = [text for p, text in written.items() if posixpath.basename(p) == name]
+    return same_name[-1] if same_name else None
+
+
+def _remember_written(cmd: SimpleCommand, written: dict[str, str]) -> None:
+    """Record the files ``cat > f <<EOF``, ``tee f <<EOF`` (or ``… | tee f``) and
+    ``echo '…' > f`` write."""
+    core = core_words(cmd.words)
+    if not core:
+        return
+    prog = core[0].rsplit("/", 1)[-1]
+    targets = list(cmd.writes)
+    text = cmd.heredocs[0] if cmd.heredocs else None
+    if prog == "tee":
+        targets += [a for a in core[1:] if not a.startswith("-")]
+    elif prog in ("echo", "printf") and targets:
+        text = printed_text(core)
+    elif prog != "cat":
+        return
+    if text is None:
+        return
+    for path in targets:
+        written[posixpath.normpath(path)] = text
 
 
 def _expand(script: ShellScript, depth: int = 0) -> None:
     """Add the commands run by each command: its ``inner_command`` (which reads the
-    command's here-documents, as ``ssh host python3 - <<EOF`` does) or the shell script
-    on its standard input."""
+    command's standard input when it is passed on, as ``ssh host python3 - <<EOF`` does),
+    the shell script on its standard input, or the script file written earlier in the
+    snippet that it runs."""
     if depth > _MAX_DEPTH:
         return
+    written: dict[str, str] = {}
     for cmd in list(script.commands):
+        _remember_written(cmd, written)
         inner = inner_command(cmd.words)
-        stdin = cmd.heredocs
+        stdin = cmd.heredocs if inner is not None and _passes_stdin(cmd.words) else ()
         if inner is None:
             fed = stdin_program(cmd)
-            inner, stdin = (fed[1], ()) if fed is not None and fed[0] == "shell" else (None, ())
+            if fed is not None and fed[0] == "shell":
+                inner = fed[1]
+            elif written:
+                inner = _script_run(cmd, written)
         if not inner:
             continue
         sub = _parse(inner, depth + 1, stdin)
@@ -516,6 +696,7 @@ def _parse(command: str, depth: int, stdin: tuple[str, ...] = ()) -> ShellScript
         script.loops.clear()
         script.parser = "fallback"
         _Tokenizer(command, script, loops=(), nested=0).run()
+    _feed_pipes(script.commands)
     if stdin:
         for c in script.commands:
             if c.nested == 0 and not c.heredocs:

@@ -16,7 +16,13 @@ from typing import Any
 from analytics.analysis.literals import AnyLiteral
 from analytics.analysis.tagging.components import PATTERNS_DIR, RuleError, read_jsonl
 from analytics.analysis.tagging.polling import shell_tool
-from analytics.analysis.tagging.shell import core_words, inner_command, parse_shell, stdin_program
+from analytics.analysis.tagging.shell import (
+    core_words,
+    inner_command,
+    parse_shell,
+    program_words,
+    stdin_program,
+)
 from analytics.models import Message, ToolCall
 
 MAX_OUTPUT_SCAN = 40_000
@@ -177,7 +183,8 @@ class ToolRules:
         script = parse_shell(command)
         for cmd in script.commands:
             core = core_words(cmd.words)
-            if not core or core[0].rsplit("/", 1)[-1] in self.skip:
+            run = program_words(cmd.words)  # ``uv run python``: python runs, not uv
+            if not run or run[0].rsplit("/", 1)[-1] in self.skip:
                 continue
             if inner_command(cmd.words) is not None:
                 continue  # ssh / bash -c / docker exec: their inner commands are matched instead

@@ -6,6 +6,10 @@ Recognised entries: ``python[3] -m sglang.launch_server``, ``sglang serve``,
 ``env``, ``nohup``, ``setsid``, ``sudo``, ``timeout``, ``nice``, ``exec``, ``time``, ``stdbuf``,
 ``taskset``, ``numactl``; ``ssh host '…'`` (host recorded), ``bash -c '…'``, ``docker exec …``.
 ``export`` and plain assignments earlier in the same snippet feed ``env`` and ``$VAR`` values.
+A shell that reads its script from standard input (``bash``, ``bash -s``, ``ssh host``) runs
+the here-document, the here-string or the literal text ``cat <<EOF``, ``echo`` or ``printf``
+pipe into it; ``docker|podman|kubectl exec`` pass standard input on only with ``-i``, and
+``ssh -n`` not at all.
 
 Containers and services:
 - ``docker|podman run [opts] IMAGE [cmd…]``: ``-e K=V`` feeds ``env``; the image is recorded as
@@ -37,7 +41,7 @@ from .flags import (
     takes_list,
     typed_value,
 )
-from .shell import SimpleCommand, split_commands
+from .shell import SimpleCommand, printed_text, short_flags, split_commands
 
 MAX_DEPTH = 4
 SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--admin-api-key"})
@@ -269,15 +273,21 @@ class _Walker:
         self.scripts = scripts
         self.found: list[LaunchSpec] = []
 
-    def walk(self, text: str, host: str | None, env: dict[str, str], depth: int) -> None:
+    def walk(
+        self, text: str, host: str | None, env: dict[str, str], depth: int, stdin: str | None = None
+    ) -> None:
+        """Walk the commands of ``text``; ``stdin``: what the command running ``text`` reads
+        (``ssh host 'bash -s' <<EOF``), read by those of its commands given no other input."""
         if depth > MAX_DEPTH:
             return
         local_env = dict(env)
         variables: dict[str, str] = {}
         commands = split_commands(text)
         for n, cmd in enumerate(commands):
-            self._remember_files(cmd, commands[n - 1] if n else None, host)
-            self._command(cmd, host, local_env, variables, depth)
+            prev = commands[n - 1] if n else None
+            self._remember_files(cmd, prev, host)
+            fed = _stdin_text(cmd, prev)
+            self._command(cmd, host, local_env, variables, depth, stdin if fed is None else fed)
 
     def _remember_files(
         self, cmd: SimpleCommand, prev: SimpleCommand | None, host: str | None
@@ -309,7 +319,9 @@ class _Walker:
         env: dict[str, str],
         variables: dict[str, str],
         depth: int,
+        stdin: str | None = None,
     ) -> None:
+        """Record the launches ``cmd`` makes; ``stdin``: the text on its standard input."""
         words = [_expand(w, variables) for w in cmd.words]
         if not words:
             return
@@ -328,10 +340,16 @@ class _Walker:
         head = posixpath.basename(rest[0])
         if head == "ssh":
             target, remote = _ssh(rest)
+            stdin = stdin if _ssh_passes_stdin(rest) else None
             if remote:
-                self.walk(remote, target or host, cmd_env, depth + 1)
-            elif cmd.heredocs:  # ssh host <<EOF: the remote shell runs the here-document
-                self.walk(cmd.heredocs[0], target or host, cmd_env, depth + 1)
+                self.walk(remote, target or host, cmd_env, depth + 1, stdin)
+            elif stdin:  # ssh host <<EOF: the remote shell runs the here-document
+                self.walk(stdin, target or host, cmd_env, depth + 1)
+            return
+        inner, interactive = _exec_inner(rest)
+        if inner and posixpath.basename(inner[0]) in _SHELLS:  # docker exec -i ctr bash <<EOF
+            if interactive and stdin and _script_from_stdin(inner[1:]):
+                self.walk(stdin, host, cmd_env, depth + 1)
             return
         if head in ("docker", "podman") and len(rest) > 1 and rest[1] == "run":
             self._container(rest, host, cmd_env, " ".join(words), depth)
@@ -341,8 +359,8 @@ class _Walker:
             if i + 1 < len(rest):
                 self.walk(rest[i + 1], host, cmd_env, depth + 1)
             return
-        if head in _SHELLS and cmd.heredocs and _script_from_stdin(rest[1:]):
-            self.walk(cmd.heredocs[0], host, cmd_env, depth + 1)
+        if head in _SHELLS and stdin and _script_from_stdin(rest[1:]):
+            self.walk(stdin, host, cmd_env, depth + 1)
             return
         if head in _SEARCH_LAUNCHERS and "-c" in rest[1:]:
             i = rest.index("-c")
@@ -447,6 +465,57 @@ def _image_engine(image: str) -> str | None:
         if engine in name or engine in repo.partition(":")[0]:
             return engine
     return None
+
+
+def _stdin_text(cmd: SimpleCommand, prev: SimpleCommand | None) -> str | None:
+    """What ``cmd`` reads on its standard input when the snippet spells it out: its
+    here-document or here-string, or the literal text the command before pipes into it
+    (``cat <<EOF |``, ``echo '…' |``, ``printf '…' |``)."""
+    if cmd.heredocs:
+        return cmd.heredocs[0]
+    if prev is None or not prev.piped or prev.text_targets or not prev.words:
+        return None
+    if posixpath.basename(prev.words[0]) == "cat":
+        plain = all(w == "-" for w in prev.words[1:])
+        return prev.heredocs[0] if prev.heredocs and plain else None
+    return printed_text(prev.words)
+
+
+def _ssh_passes_stdin(words: list[str]) -> bool:
+    """``ssh -n`` (and ``-f``, which implies it) reads /dev/null, not the caller's input."""
+    i, options = 1, []
+    while i < len(words) and words[i].startswith("-"):
+        options.append(words[i])
+        i += 2 if len(words[i]) == 2 and words[i][1] in _SSH_OPTS_WITH_ARG else 1
+    return not short_flags(options, "".join(_SSH_OPTS_WITH_ARG)) & {"n", "f"}
+
+
+_DOCKER_EXEC_VALUES = frozenset(
+    {"-e", "--env", "--env-file", "-u", "--user", "-w", "--workdir", "--detach-keys"}
+)
+
+
+def _exec_inner(words: list[str]) -> tuple[list[str], bool]:
+    """``docker|podman exec [opts] CTR CMD…`` and ``kubectl exec [opts] POD -- CMD…`` ->
+    (CMD words, whether CMD gets the caller's standard input: only with ``-i``,
+    ``--interactive``, ``--stdin``); ``([], False)`` for any other command."""
+    head = posixpath.basename(words[0])
+    if words[1:2] != ["exec"]:
+        return [], False
+    if head in ("docker", "podman"):
+        i, options, with_value = 2, [], "euw"
+        while i < len(words) and words[i].startswith("-"):
+            options.append(words[i])
+            i += 2 if words[i] in _DOCKER_EXEC_VALUES else 1
+        inner = words[i + 1 :]
+    elif head == "kubectl" and "--" in words:
+        end = words.index("--")
+        options, inner, with_value = words[2:end], words[end + 1 :], "cfn"
+    else:
+        return [], False
+    long_stdin = [o for o in options if o.startswith(("--interactive", "--stdin"))]
+    stdin = any(not o.endswith("=false") for o in long_stdin)
+    return inner, stdin or "i" in short_flags(options, with_value)
 
 
 def _script_from_stdin(args: list[str]) -> bool:

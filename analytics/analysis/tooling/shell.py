@@ -25,7 +25,10 @@ class SimpleCommand:
     redirects: list[tuple[str, str]] = field(default_factory=list)
     """(operator, target): ``('>', 'log')``, ``('2>&', '1')``, ``('<<', 'EOF')``."""
     heredocs: list[str] = field(default_factory=list)
+    """Here-document bodies and here-strings (``<<< word``): texts on its standard input."""
     background: bool = False
+    piped: bool = False
+    """Its standard output goes to the next command (``|``)."""
     start: int = 0
     end: int = 0
 
@@ -154,10 +157,11 @@ def split_commands(text: str) -> list[SimpleCommand]:
     pending: list[tuple[SimpleCommand, str, bool]] = []
     i, n = 0, len(text)
 
-    def finish(background: bool = False) -> None:
+    def finish(op: str | None = None) -> None:
         nonlocal cur
         cur.end = i
-        cur.background = background
+        cur.background = op == "&"
+        cur.piped = op in ("|", "|&")
         while cur.words and cur.words[0] in _KEYWORDS:
             cur.words.pop(0)
         if cur.words or cur.heredocs or cur.redirects:
@@ -184,14 +188,16 @@ def split_commands(text: str) -> list[SimpleCommand]:
                 i += 1
             target, i = _read_word(text, i)
             cur.redirects.append((op, target))
-            if op.endswith("<<") or op.endswith("<<-"):
+            if op.endswith("<<<"):
+                cur.heredocs.append(target)
+            elif op.endswith("<<") or op.endswith("<<-"):
                 pending.append((cur, target, op.endswith("-")))
             continue
         m = _OPERATOR.match(text, i)
         if m:
             op = m.group()
             i = m.end()
-            finish(background=op == "&")
+            finish(op)
             if op == "\n" and pending:
                 for cmd, delimiter, strip_tabs in pending:
                     body, i = _read_heredoc(text, i, delimiter, strip_tabs)
@@ -208,3 +214,63 @@ def split_commands(text: str) -> list[SimpleCommand]:
         cur.words.append(word)
     finish()
     return out
+
+
+def short_flags(options: list[str], with_value: str) -> set[str]:
+    """Letters set by the short-option clusters among ``options`` (``-it`` -> i, t); a letter
+    in ``with_value`` takes the rest of its word as value (``-p22``, ``-ePATH=/bin``)."""
+    letters: set[str] = set()
+    for option in options:
+        if option.startswith("--") or not option.startswith("-"):
+            continue
+        for letter in option[1:]:
+            letters.add(letter)
+            if letter in with_value:
+                break
+    return letters
+
+
+_PRINTF_DIRECTIVE = re.compile(r"%(?:%|[-+ #0]*\d*(?:\.\d+)?[sbdiqcfxXo])")
+
+
+def printed_text(words: list[str]) -> str | None:
+    """What ``echo …`` or ``printf FORMAT ARG…`` print (``words`` start with the program),
+    to read a program piped into a shell (``echo '…' | bash``); None for other programs."""
+    if not words:
+        return None
+    prog, args = words[0].rpartition("/")[2], words[1:]
+    if prog == "echo":
+        k = 0
+        while k < len(args) and re.fullmatch(r"-[neE]+", args[k]):
+            k += 1
+        text = " ".join(args[k:])
+        return _unescape(text) if any("e" in a for a in args[:k]) else text
+    if prog == "printf" and args:
+        return _printf(args[0], args[1:])
+    return None
+
+
+def _printf(fmt: str, args: list[str]) -> str:
+    """Backslash escapes decoded, directives (``%s`` …) filled with the arguments in turn, the
+    format reused while arguments remain, as bash's printf does."""
+    fmt = _unescape(fmt)
+    out: list[str] = []
+    while True:
+        used = last = 0
+        for m in _PRINTF_DIRECTIVE.finditer(fmt):
+            out.append(fmt[last : m.start()])
+            if m.group() == "%%":
+                out.append("%")
+            else:
+                out.append(args[used] if used < len(args) else "")
+                used += 1
+            last = m.end()
+        out.append(fmt[last:])
+        args = args[used:]
+        if not args or used == 0:
+            return "".join(out)
+
+
+def _unescape(text: str) -> str:
+    """``\\n``, ``\\t`` and ``\\\\`` as echo -e and printf read them."""
+    return re.sub(r"\\([nt\\])", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), "\\"), text)
