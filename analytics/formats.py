@@ -10,3 +10,8 @@ FORMATS = ("opencode", "claude_code", "codex", "transcript_text")
 UTF8_BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte order mark (editors and Windows tools write one at the start of a file): every
 reader skips it, and detection looks past it."""
+
+UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+"""UTF-16 byte order marks and their codecs. Windows writes UTF-16 LE with a BOM (PowerShell 5's
+``>`` redirection, Notepad's "Unicode"); some tools write BE. Readers go through
+``analytics.sources.encoding``, which hands them such a file as UTF-8."""

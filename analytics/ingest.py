@@ -8,6 +8,7 @@ transaction per worker database: whole files still.)
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import os
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import duckdb
 import orjson
@@ -40,6 +41,7 @@ from analytics.ingest_pool import (
     remove_dead_pool_folders,
     run_pool,
 )
+from analytics.sources.encoding import transcoded, utf16_codec
 from analytics.store.db import connect, default_db, sql_string
 from analytics.timing import report as report_timings
 from analytics.timing import timed
@@ -559,7 +561,9 @@ class Ingestor:
         end_offset = ledger.end_offset or (resume.offset if resume else 0)
         prefix_sha = None
         sha = sha_of()
-        if getattr(module, "APPENDABLE", False):
+        if getattr(module, "APPENDABLE", False) and transcoded(path):
+            end_offset = 0  # (offsets into its UTF-8 text, not the file: a change re-reads it)
+        elif getattr(module, "APPENDABLE", False):
             prefix_sha = sha if end_offset == size else content_sha(path, end_offset)
             if end_offset > size:  # the file grew while it was parsed (a live session):
                 size, sha = end_offset, prefix_sha  # what was read is what is stored
@@ -680,7 +684,11 @@ def is_blank(path: Path) -> bool:
     (detection or the load says what is wrong with it)."""
     try:
         with path.open("rb") as f:
-            chunk = f.read(4096).removeprefix(UTF8_BOM)
+            chunk = f.read(4096)
+            codec = utf16_codec(chunk)
+            if codec is not None:
+                return _blank_utf16(f, chunk[2:], codec)
+            chunk = chunk.removeprefix(UTF8_BOM)
             while chunk:
                 if chunk.strip(_BLANK):
                     return False
@@ -688,6 +696,16 @@ def is_blank(path: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def _blank_utf16(f: BinaryIO, chunk: bytes, codec: str) -> bool:
+    """``is_blank`` for the rest of a UTF-16 file, ``chunk`` its first bytes after the mark."""
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    while chunk:
+        if decoder.decode(chunk).strip(" \t\r\n"):
+            return False
+        chunk = f.read(1 << 20)
+    return not decoder.decode(b"", final=True).strip(" \t\r\n")
 
 
 def _first_result(

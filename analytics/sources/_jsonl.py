@@ -22,6 +22,7 @@ import orjson
 
 from analytics.formats import UTF8_BOM
 from analytics.models import Ledger, ParsedItem, Quarantined, Resume
+from analytics.sources.encoding import open_utf8
 
 CHUNK_SIZE = 4 << 20
 MAX_RAW_CHARS = 64 * 1024
@@ -89,7 +90,7 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
     # _decode inlined (one call per line less). ``isspace`` tests the same ASCII
     # whitespace as ``strip`` but stops at the first non-blank byte.
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
-    with path.open("rb") as fh:
+    with open_utf8(path) as fh:
         glued = _ends_unterminated_line(fh, offset)
         offset = skip_bom(fh, offset)
         pending = b""
@@ -233,7 +234,7 @@ def _read_objects(
     path: Path, ledger: Ledger, offset: int, line_no: int
 ) -> Iterator[JsonLine | Quarantined]:
     """Stream a file of concatenated (pretty-printed) JSON objects with raw_decode."""
-    with path.open("rb") as fh:
+    with open_utf8(path) as fh:
         offset = skip_bom(fh, offset)
         data = fh.read()
     text = data.decode("utf-8", errors="replace")
@@ -270,7 +271,7 @@ def _read_objects(
 
 def _spans_lines(path: Path, offset: int) -> bool:
     """True when a JSON object starting at ``offset`` decodes across several lines."""
-    with path.open("rb") as fh:
+    with open_utf8(path) as fh:
         offset = skip_bom(fh, offset)
         head = fh.read(PEEK_SIZE).decode("utf-8", errors="replace")
     start = _skip_ws(head, 0)

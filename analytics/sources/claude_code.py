@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from analytics.errors import SourceError
 from analytics.models import (
     Ledger,
     Message,
@@ -61,6 +62,7 @@ from analytics.sources._jsonl import opt as _opt
 from analytics.sources._jsonl import opt_dict as _opt_dict
 from analytics.sources._jsonl import opt_str as _opt_str
 from analytics.sources.base import session_id as make_session_id
+from analytics.sources.encoding import utf8_bytes
 
 FORMAT = "claude_code"
 APPENDABLE = True
@@ -345,8 +347,8 @@ def _subagent_title(path: Path) -> str | None:
     """Title from ``agent-<id>.meta.json`` beside a 2.1.x subagent file, if any."""
     meta_path = path.with_name(path.stem + ".meta.json")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        meta = json.loads(utf8_bytes(meta_path, meta_path.read_bytes()))
+    except (OSError, ValueError, SourceError):
         return None
     if not isinstance(meta, dict):
         return None

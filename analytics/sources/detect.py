@@ -2,7 +2,8 @@
 
 Detection reads content, never names: the first 64 KB of a file go to each
 format module's ``sniff`` in a fixed order (opencode, claude_code, codex,
-transcript_text). Format modules are imported lazily, on first use.
+transcript_text), as UTF-8 without a byte order mark (a UTF-16 head transcoded, see
+``encoding.py``). Format modules are imported lazily, on first use.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 from analytics.errors import SourceError, UnknownFormatError, UsageError
-from analytics.formats import FORMATS, UTF8_BOM
+from analytics.formats import FORMATS
+from analytics.sources.encoding import NO_BOM, utf8_head, utf16_without_bom
 
 HEAD_BYTES = 64 * 1024
 MODULES: dict[str, str] = {
@@ -75,11 +77,13 @@ def detect_format(path: Path) -> str:
         head = read_head(path)
     except OSError as exc:
         raise SourceError(str(path), f"cannot read: {exc}") from exc
-    head = head.removeprefix(UTF8_BOM)  # the parsers skip it too
+    text = utf8_head(head)  # (UTF-16 transcoded, a byte order mark dropped: as the parsers do)
     for fmt, module in available_modules():
-        if _sniff(module, path, head):
+        if _sniff(module, path, text):
             return fmt
-    raise UnknownFormatError(str(path), list(FORMATS), describe(path, head))
+    if utf16_without_bom(head):
+        raise SourceError(str(path), NO_BOM)
+    raise UnknownFormatError(str(path), list(FORMATS), describe(path, text))
 
 
 def _sniff(module: ModuleType, path: Path, head: bytes) -> bool:

@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from analytics.errors import SourceError
 from analytics.formats import UTF8_BOM
 from analytics.models import (
     Ledger,
@@ -49,6 +50,7 @@ from analytics.models import (
     ToolStatus,
 )
 from analytics.sources.base import session_id as make_session_id
+from analytics.sources.encoding import NO_BOM, utf8_bytes
 
 FORMAT = "opencode"
 APPENDABLE = False
@@ -395,7 +397,7 @@ def _model_name(model: object) -> str | None:
 
 
 def _export_sessions(path: Path, ledger: Ledger) -> Iterator[_SessionInput | Quarantined]:
-    data = path.read_bytes().removeprefix(UTF8_BOM)
+    data = utf8_bytes(path, path.read_bytes())
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -486,10 +488,11 @@ def _orphan_parts(root: Path, seen: set[str], ledger: Ledger) -> Iterator[Quaran
 def _read_json(root: Path, file: Path) -> _Entry:
     location = file.relative_to(root).as_posix()
     try:
-        data = file.read_bytes()
+        data = utf8_bytes(file, file.read_bytes())
     except OSError as exc:
         return _Entry(location, error=f"cannot read: {exc}", raw_text="")
-    data = data.removeprefix(UTF8_BOM)
+    except SourceError:  # (UTF-16 without a byte order mark)
+        return _Entry(location, error=NO_BOM, raw_text="")
     try:
         return _Entry(location, orjson.loads(data), raw_text=_decode(data))
     except orjson.JSONDecodeError as exc:

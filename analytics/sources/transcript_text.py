@@ -50,6 +50,7 @@ from analytics.models import (
     ToolStatus,
 )
 from analytics.sources.base import session_id as make_session_id
+from analytics.sources.encoding import open_text
 
 FORMAT = "transcript_text"
 APPENDABLE = False
@@ -153,7 +154,7 @@ class _Block:
 
 def _blocks(path: Path) -> Iterator[_Block]:
     block = _Block(line=1, header=None)
-    with path.open("r", encoding="utf-8-sig", errors="replace", newline="") as fh:
+    with open_text(path) as fh:
         for number, raw in enumerate(fh, start=1):
             line = raw.rstrip("\r\n")
             match = HEADER_RE.match(line)
