@@ -781,7 +781,10 @@ def ingest(
         raise UsageError(f"unknown format {fmt!r}; choose one of: auto, {', '.join(FORMATS)}")
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be 1 or more, not {workers}")
-    db_path = str(db or default_db())
+    # (no shell expands the README's `ingest(["~/.claude/projects"], db=...)`)
+    db_path = os.path.expanduser(str(db or default_db()))
+    if rules is not None:
+        rules = Path(rules).expanduser()
     if rules is not None and analyse:
         _check_rules(Path(rules))
     wait_s = float(os.environ.get("TRANSCRIPTS_LOCK_WAIT", "30"))
@@ -798,7 +801,7 @@ def ingest(
         if db_path != ":memory:":  # (a killed ingest's worker databases, as its staging)
             remove_dead_pool_folders(db_path)
         stored = _stored_units(con)
-        units = list(iter_units([Path(p) for p in paths], fmt, stored))
+        units = list(iter_units([Path(p).expanduser() for p in paths], fmt, stored))
         results = [
             _first_result(unit, chosen, error, fmt != "auto") for unit, chosen, error in units
         ]

@@ -256,7 +256,9 @@ class Tag(_Record):
     """The text span that triggered the tag."""
     start_char: int | None = None
     end_char: int | None = None
-    """Offsets of the evidence inside the text it came from (message text, command or output)."""
+    """Offsets of the evidence inside the text it came from (the message's text or error, or
+    its tool call's command or output): ``evidence == text[start_char:end_char]``. None when
+    the evidence quotes no text (a call's status or exit code, a tool and its input)."""
     tagger_version: str = ""
 
 

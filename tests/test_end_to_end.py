@@ -47,6 +47,31 @@ def test_every_format_is_represented_and_counts_reconcile(demo_db: Path) -> None
     assert biggest >= 300
 
 
+_TAG_SOURCES = """
+    SELECT t.tag, t.evidence, t.start_char, t.end_char,
+           list_filter([m.text, m.error] || list(c.command) || list(c.output),
+                       lambda s: s IS NOT NULL) AS texts
+    FROM tags t JOIN messages m USING (session_id, msg_idx)
+    LEFT JOIN tool_calls c ON c.session_id = t.session_id
+         AND t.msg_idx IN (c.msg_idx, c.result_msg_idx)
+    GROUP BY t.session_id, t.msg_idx, t.tag, t.evidence, t.start_char, t.end_char, m.text,
+             m.error
+"""
+
+
+def test_every_tag_span_quotes_its_evidence(demo_db: Path) -> None:
+    """The README's reading of a tag: ``evidence`` is ``text[start_char:end_char]`` of the
+    text it came from (the message text or error, or its tool call's command or output);
+    a tag whose evidence quotes nothing (a status, an exit code) has no span (NULL)."""
+    for tag, evidence, start, end, texts in _q(demo_db, _TAG_SOURCES):
+        assert evidence, tag
+        if start is None:
+            assert end is None, (tag, evidence)
+            continue
+        assert start < end and any(t[start:end] == evidence for t in texts), (
+            tag, evidence, start, end)
+
+
 def test_the_qwen_story(demo_db: Path) -> None:
     """Case study 001: "ready?" at 6852, a premature "it's up!" at 6853."""
     tags = {r[0] for r in _q(demo_db, "SELECT t.tag FROM tags t JOIN messages m USING "
@@ -131,6 +156,41 @@ def test_notebook_cells_run(demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> N
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             exec("".join(cell["source"]), scope)  # noqa: S102 - our own notebook
+
+
+def _notebook_answers(db: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """Each code cell's last expression (what Jupyter shows), keyed by the heading above it."""
+    import ast
+
+    nb = json.loads((ROOT / "notebooks" / "questions.ipynb").read_text())
+    monkeypatch.chdir(db.parent)
+    scope: dict[str, object] = {}
+    answers: dict[str, object] = {}
+    heading = ""
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code":
+            heading = source.strip()
+            continue
+        body = ast.parse(source).body
+        last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
+        exec(compile(ast.Module(body, []), "cell", "exec"), scope)  # noqa: S102
+        if last is not None:
+            answers[heading] = eval(compile(ast.Expression(last.value), "cell", "eval"), scope)  # noqa: S307
+    return answers
+
+
+def test_the_notebook_answers_how_long_users_waited_before_checking_in(
+    demo_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = _notebook_answers(demo_db, monkeypatch)
+    (question,) = [h for h in answers if "check in" in h]
+    frame = answers[question]
+    assert "how long did they wait" in question
+    waited = [c for c in frame.columns if "wait" in c]  # type: ignore[attr-defined]
+    assert waited, frame.columns  # type: ignore[attr-defined]
+    row = frame.set_index("session_id").loc["opencode:ses_1de6e26c7ffenRgm6PM4TAYR8E"]  # type: ignore[attr-defined]
+    assert row["checkins"] == 3 and all(row[c] > 0 for c in waited)
 
 
 def test_every_fixture_transcript_goes_through_every_analyser(tmp_path: Path) -> None:

@@ -889,3 +889,21 @@ def test_indexed_search_finds_what_the_index_does_not_keep(
         assert list(search(con, query)["source_id"]) == [f"u{line}"]
     finally:
         con.close()
+
+
+def test_paths_as_the_readme_writes_them_start_at_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's notebook example is ``analytics.ingest(["~/.claude/projects"], db=...)``:
+    no shell expands ``~`` in Python, so the library does (paths and the database)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    projects = tmp_path / ".claude" / "projects" / "p"
+    projects.mkdir(parents=True)
+    _write(projects / "s.jsonl", [_cc_line(i) for i in range(4)])
+    res = ingest(["~/.claude/projects"], db="~/t.duckdb", workers=1)
+    assert not res.errors, res.errors
+    assert _counts(tmp_path / "t.duckdb")["messages"] == 4
+    from analytics import connect, sessions_df
+
+    assert len(sessions_df("~/t.duckdb")) == 1
+    connect("~/t.duckdb").close()

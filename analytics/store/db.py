@@ -75,7 +75,7 @@ def connect(
     opening a file as two databases only for plain connects, which share one database; an
     attached file has a database of its own, which another connect in the same process
     would not share (and file locks do not keep a process from itself)."""
-    path = str(db or default_db())
+    path = os.path.expanduser(str(db or default_db()))  # (notebooks write "~/t.duckdb")
     if read_only and path != ":memory:" and not Path(path).exists():
         raise DatabaseError(
             f"{path}: no such database; create it with `transcripts ingest PATH --db {path}`"

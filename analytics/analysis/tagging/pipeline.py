@@ -46,7 +46,9 @@ from analytics.analysis.tagging.triggers import WINDOW_CHARS, Trigger, compile_t
 from analytics.gcpause import no_cyclic_gc
 from analytics.models import MessageContext, Tag, trusted
 
-RULES_VERSION = "1.0"
+RULES_VERSION = "1.1"
+"""1.1: a tag whose evidence quotes no text has no span (NULL offsets, not 0, 0); a span
+ends where its (cut) evidence does."""
 MAX_PROSE_CHARS = 4000
 """Prose longer than this is cut before tokenising (tags are about what a message opens with)."""
 PIPE_BATCH = 64
@@ -183,7 +185,7 @@ class Tagger:
         by_idx = {ctx.message.msg_idx: ctx for ctx in batch} if rechecks else {}
         for idx, call in rechecks.items():
             evidence = f"{call.tool} {call.input or ''}"[:200]
-            add(by_idx[idx], idx, Hit("polling_loop", "polling:background", evidence, 0, 0))
+            add(by_idx[idx], idx, Hit("polling_loop", "polling:background", evidence, None, None))
         errors = {idx for idx, label in found if label == "error"}
         texts = [self.prose(ctx) for ctx in batch]  # read by the rules and the classifier
         quoted: list[_Regions | None] = [None] * len(batch)  # found once, read by both
@@ -242,7 +244,7 @@ class Tagger:
             if abort is not None:
                 break
             if call.status == "aborted":
-                abort = Hit("user_abort", "abort:status", "status aborted", 0, 0)
+                abort = Hit("user_abort", "abort:status", "status aborted", None, None)
                 found = self.tools.abort("output", call.output)
                 abort = found or abort
             else:
@@ -423,11 +425,14 @@ _TAG_FIELDS = set(Tag.model_fields)
 
 def _new_tag(
     session_id: str, msg_idx: int, label: str, score: float, source: str, evidence: str,
-    start: int, end: int, version: str,
+    start: int | None, end: int | None, version: str,
 ) -> Tag:
     """``Tag(...)`` of these values, all of the declared types already, built as
     ``trusted`` builds records: a chunk yields thousands of tags, and validating each
-    costs five times as much as building it."""
+    costs five times as much as building it. Evidence is cut at 200 characters; the span
+    ends where the evidence does, so that it always reads ``text[start_char:end_char]``."""
+    if start is not None and end is not None:
+        end = min(end, start + len(evidence))
     return trusted(Tag, {
         "session_id": session_id, "msg_idx": msg_idx, "tag": label, "score": score,
         "source": source, "evidence": evidence, "start_char": start, "end_char": end,

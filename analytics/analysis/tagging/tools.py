@@ -45,8 +45,10 @@ class Hit:
     label: str
     rule: str
     evidence: str
-    start: int
-    end: int
+    start: int | None
+    end: int | None
+    """Offsets of ``evidence`` in the text it quotes; None when it quotes none (a call's
+    status or exit code, a tool and its input): no offsets that would point at other text."""
 
 
 @dataclass(frozen=True)
@@ -264,8 +266,9 @@ def _locate(rule: RegexRule, matched: str, command: str) -> Hit:
         first = matched.split()[0] if matched.split() else matched
         idx = command.find(first)
         matched = first if idx >= 0 else matched
-    start = max(idx, 0)
-    return Hit(rule.label, rule.id, matched[:200], start, start + len(matched) if idx >= 0 else 0)
+    if idx < 0:
+        return Hit(rule.label, rule.id, matched[:200], None, None)
+    return Hit(rule.label, rule.id, matched[:200], idx, idx + len(matched))
 
 
 def _run_in_background(call: ToolCall) -> bool:
@@ -290,7 +293,7 @@ def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: lis
     if aborted:
         return []
     if call.exit_code not in (None, 0):
-        return [Hit("error", "error:exit-code", f"exit code {call.exit_code}", 0, 0)]
+        return [Hit("error", "error:exit-code", f"exit code {call.exit_code}", None, None)]
     if call.status == "error":
         first = out.strip().splitlines()[0][:200] if out.strip() else "status error"
         start = out.find(first) if out.strip() else 0
@@ -302,7 +305,8 @@ def message_error(rules: ToolRules, msg: Message) -> Hit | None:
     """An error attached to the record that is not an abort (APIError, ContextOverflowError …)."""
     if not msg.error or rules.abort("error", msg.error):
         return None
-    return Hit("error", "error:message", msg.error[:200], 0, 0)
+    evidence = msg.error[:200]
+    return Hit("error", "error:message", evidence, 0, len(evidence))
 
 
 def load_extra_regex_rules(path: Path) -> list[dict[str, Any]]:
