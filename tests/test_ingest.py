@@ -891,6 +891,36 @@ def test_indexed_search_finds_what_the_index_does_not_keep(
         con.close()
 
 
+def test_search_ranks_documents_holding_the_whole_phrase_first(tmp_path: Path) -> None:
+    """"out of memory" is two stop words and "memory": BM25 alone ranks a document that says
+    "memory" often (nvidia-smi queries) above the one OOM; the one holding the phrase leads."""
+    from analytics.store.search import build_index, search
+
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(30)]
+    for i in (3, 5, 7):
+        lines[i]["message"]["content"] = (
+            "nvidia-smi --query-gpu=memory.used,memory.total: memory used, memory free, memory"
+        )
+    lines[20]["message"]["content"] = (
+        "The decode server died: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        "2.00 GiB while the rest of the node kept running its other jobs as before without it"
+    )
+    _write(src, lines)
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db, build_index=False)
+    con = duckdb.connect(str(db))
+    try:
+        if not build_index(con, force=True):
+            pytest.skip("DuckDB's fts extension is not installed")
+        found = search(con, "Out of  memory")
+        assert list(found["source_id"])[0] == "u20"
+        assert list(found["score"]) == sorted(found["score"], reverse=True)
+        assert set(found["source_id"]) == {"u3", "u5", "u7", "u20"}
+    finally:
+        con.close()
+
+
 def test_paths_as_the_readme_writes_them_start_at_the_home_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

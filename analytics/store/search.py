@@ -235,7 +235,8 @@ def search(
     the best BM25 score so fresh exact hits rank among the indexed ones. The index keeps
     letter tokens only, so a query it cannot answer ("30000", "H200", "100%") is matched
     by substring over every document; ``df.attrs["engine"]`` then says "substring match"
-    (else "full-text index").
+    (else "full-text index"). A document holding the query's words as one phrase (case and
+    spacing aside) ranks above those holding them apart.
     """
     indexed = _has_fts(con)
     df = _search(con, query, limit, session_id, indexed)
@@ -296,11 +297,18 @@ def _search(
             SELECT d.session_id, d.msg_idx, d.kind, d.body, ({like})::DOUBLE AS score
             FROM ({fresh_docs}) d WHERE ({like}) > 0 {sess}
         """
+    # Documents holding the whole query as a phrase rank first ("out of memory": BM25 drops
+    # the stop words, and "memory" alone is everywhere): the best score is added to theirs.
+    phrase = "false"
+    if len(terms) > 1:
+        params["phrase"] = " ".join(terms)
+        phrase = "contains(lower(s.body), $phrase)"
     sql = f"""
-        SELECT s.session_id, s.msg_idx, m.source_id, m.role, s.kind, s.body, s.score
+        SELECT s.session_id, s.msg_idx, m.source_id, m.role, s.kind, s.body,
+               s.score + CASE WHEN {phrase} THEN max(s.score) OVER () ELSE 0 END AS score
         FROM ({scored}) s
         LEFT JOIN messages m ON m.session_id = s.session_id AND m.msg_idx = s.msg_idx
-        ORDER BY s.score DESC, s.session_id, s.msg_idx, s.kind
+        ORDER BY score DESC, s.session_id, s.msg_idx, s.kind
         LIMIT $limit
     """
     df = con.execute(sql, params).df()
