@@ -204,6 +204,46 @@ def test_campaign_chart_layers() -> None:
     con.close()
 
 
+def test_campaign_chart_draws_a_line_per_load_condition() -> None:
+    """Runs at concurrency 1 and 16 are different series (as in the report's chart): one
+    line through both would read as the metric swinging; which launch a run was against
+    (``launch_msg_idx``) is not a condition, so those runs share a line."""
+    series = pd.DataFrame(
+        {
+            "msg_idx": [1, 2, 5, 6],
+            "value": [25.0, 10.2, 26.8, 10.8],
+            "unit": "tok/s",
+            "label": [
+                "concurrency=16,launch_msg_idx=0",
+                "concurrency=1",
+                "concurrency=16,launch_msg_idx=4",
+                "concurrency=1",
+            ],
+        }
+    )
+    levers = pd.DataFrame(
+        {
+            "seq": [1],
+            "name": ["fp8"],
+            "outcome": ["improved"],
+            "value_before": [25.0],
+            "value_after": [26.8],
+            "delta_pct": [7.2],
+            "start_msg_idx": [3],
+            "end_msg_idx": [6],
+            "evidence_msg_idx": [5],
+        }
+    )
+    spec = explore.campaign_chart(series, levers, 1000.0, "output_token_throughput").to_dict()
+    line = spec["layer"][0]
+    assert line["encoding"]["color"]["field"] == "conditions"
+    assert spec["resolve"]["scale"]["color"] == "independent"
+    rows = spec["datasets"][line["data"]["name"]]
+    assert sorted({r["conditions"] for r in rows}) == ["concurrency=1", "concurrency=16"]
+    point = spec["layer"][2]
+    assert spec["datasets"][point["data"]["name"]][0]["at_result"] == 5  # where it was measured
+
+
 def test_readiness_claims_with_evidence(use_db: Path) -> None:
     at = open_page("readiness")
     m = metrics(at)
@@ -496,3 +536,34 @@ def test_search_in_session_takes_percent_and_underscore_literally(
         assert count_matching(con, S_OC, (), needle) == expected
         hits = fallback_search(con, needle, limit=1000, session_id=S_OC)
         assert all(needle in s.lower() for s in hits["snippet"])
+
+
+def test_an_interruption_written_as_several_records_is_one_abort(tmp_path: Path) -> None:
+    """Claude Code writes one interruption as two records (the rejected tool result and
+    "[Request interrupted by user for tool use]"), Codex as up to three: the Sessions and
+    Polling pages count interruptions, one table row each, not marker records."""
+    from golden.case_studies import SessionBuilder
+
+    from analytics.explore.sessions import sessions_overview
+    from analytics.store.migrations import migrate
+
+    con = duckdb.connect(str(tmp_path / "a.duckdb"))
+    migrate(con)
+    b = SessionBuilder(con, "claude_code:interrupted", "claude_code")
+    b.msg("user", "benchmark it", 0)
+    i = b.msg("assistant", "Running the sweep.", 1)
+    b.call(i, "vllm bench serve", "", 1, duration_s=90, status="aborted")
+    r = b.msg("tool", "The user doesn't want to proceed with this tool use.", 2.5)
+    b.tag(r, "user_abort", "doesn't want to proceed")
+    u = b.msg("user", "[Request interrupted by user for tool use]", 2.5)
+    b.tag(u, "user_abort", "[Request interrupted by user for tool use]")
+    b.msg("assistant", "Rerunning at 16.", 4)
+    u = b.msg("user", "[Request interrupted by user]", 6)
+    b.tag(u, "user_abort", "[Request interrupted by user]")
+    b.save("interrupted", "m")
+    ab = explore.aborts(con)
+    assert ab["msg_idx"].tolist() == [r, u] and ab["records"].tolist() == [2, 1]
+    assert ab["interrupted_command"].iloc[0] == "vllm bench serve"
+    assert "[Request interrupted by user for tool use]" in ab["abort_text"].iloc[0]
+    assert sessions_overview(con)["aborts"].tolist() == [2]
+    con.close()

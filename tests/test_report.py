@@ -1,10 +1,11 @@
 import hashlib
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
 import pytest
-from golden.case_studies import DSV4, QWEN, SessionBuilder, case_study_db
+from golden.case_studies import DSV4, QWEN, T0, SessionBuilder, case_study_db
 
 from analytics.analysis.timeaccounting import create_views
 from analytics.report import write_report
@@ -109,6 +110,27 @@ def test_time_accounting_excludes_idle_gaps() -> None:
     assert summary["tool_calls"] == 1 and summary["campaigns"] == 0
 
 
+def test_session_summary_counts_a_call_that_exited_non_zero_as_failed() -> None:
+    """opencode keeps a shell call that exited 1 ``completed``; Claude Code and Codex say
+    ``error``: a failed call is either, so formats compare."""
+    con = duckdb.connect(":memory:")
+    from analytics.store.migrations import migrate
+
+    migrate(con)
+    b = SessionBuilder(con, "opencode:calls", "opencode")
+    i = b.msg("assistant", "Checking.", 0)
+    b.call(i, "grep -q ready /tmp/s.log", "", 0, exit_code=1)
+    b.call(i, "false", "", 0, status="error", exit_code=None)
+    b.call(i, "true", "", 0)
+    b.save("calls", "m")
+    create_views(con)
+    row = con.execute(
+        "SELECT tool_calls, failed_tool_calls FROM v_session_summary "
+        "WHERE session_id = 'opencode:calls'"
+    ).fetchone()
+    assert row == (3, 2)
+
+
 SAMPLES = Path(__file__).parent.parent / "analytics" / "samples"
 SAMPLE_FILES = ["opencode_deepseek_v4_campaign.json", "qwen36_kpro5_deploy.txt"]
 
@@ -191,3 +213,66 @@ def test_timeline_labels_measurements_by_their_load_conditions(tmp_path: Path) -
     measured = [line for line in text.splitlines() if "measured ttft_mean @ " in line]
     assert measured and not any("launch_msg_idx" in line for line in measured)
     assert "launch_msg_idx" not in text
+
+
+def _interrupted_session() -> duckdb.DuckDBPyConnection:
+    """One user interruption that Claude Code writes as two marker records (the rejected
+    tool result, then "[Request interrupted by user for tool use]"), a later second one,
+    and a last message without a time."""
+    con = duckdb.connect(":memory:")
+    from analytics.store.migrations import migrate
+
+    migrate(con)
+    b = SessionBuilder(con, "claude_code:interrupted", "claude_code")
+    b.msg("user", "benchmark it", 0)
+    i = b.msg("assistant", "Running the sweep.", 1)
+    b.call(i, "vllm bench serve --max-concurrency 64", "", 1, duration_s=90, status="aborted")
+    r = b.msg("tool", "The user doesn't want to proceed with this tool use.", 2.5)
+    b.tag(r, "user_abort", "doesn't want to proceed")
+    u = b.msg("user", "[Request interrupted by user for tool use]", 2.5)
+    b.tag(u, "user_abort", "[Request interrupted by user for tool use]")
+    b.msg("user", "use concurrency 16", 3)
+    b.msg("assistant", "Rerunning at 16.", 4)
+    b.msg("system", "compacted", 5)
+    u = b.msg("user", "[Request interrupted by user]", 6)
+    b.tag(u, "user_abort", "[Request interrupted by user]")
+    b.msg("assistant", "Stopped.", 7)
+    b.save("interrupted", "m")
+    con.execute("UPDATE messages SET ts = NULL WHERE msg_idx = 8")
+    create_views(con)
+    return con
+
+
+def test_an_interruption_written_as_several_records_counts_once(tmp_path: Path) -> None:
+    """Consecutive abort markers are one interruption: two here, not three, in the
+    report, in the time lost after them and in v_session_summary."""
+    con = _interrupted_session()
+    text = write_report(con, "claude_code:interrupted", tmp_path / "r.md").read_text()
+    assert "- 2 user aborts, 0 check-ins" in text
+    polling = text.split("## Polling and aborts", 1)[1].split("## Time accounting")[0]
+    assert "2 user aborts;" in polling
+    assert sum(line.startswith("| msg_") for line in polling.splitlines()) == 2
+    timeline = text.split("## Timeline", 1)[1].split("## Campaigns")[0]
+    assert timeline.count("user abort") == 2
+    # from the first marker (2.5 min) to the agent's next message (4 min); the second
+    # interruption has no later timed message
+    assert "| lost after aborts | 1m 30s |" in text
+    (aborts,) = con.execute(
+        "SELECT aborts FROM v_session_summary WHERE session_id = 'claude_code:interrupted'"
+    ).fetchone()
+    assert aborts == 2
+
+
+def test_report_header_and_summary_read_true(tmp_path: Path) -> None:
+    """The period runs to the last message with a time; the roles add up to the
+    message count (system messages too); a session without key events says so."""
+    con = _interrupted_session()
+    text = write_report(con, "claude_code:interrupted", tmp_path / "r.md").read_text()
+    start = T0.strftime("%Y-%m-%d %H:%M:%S")
+    end = (T0 + timedelta(minutes=6)).strftime("%Y-%m-%d %H:%M:%S")
+    assert f"- From {start} to {end}" in text
+    assert "- 9 messages (4 user, 3 assistant, 1 tool, 1 system), 1 tool calls." in text
+    con.execute("DELETE FROM tags")
+    text = write_report(con, "claude_code:interrupted", tmp_path / "q.md").read_text()
+    timeline = text.split("## Timeline", 1)[1].split("## Campaigns")[0]
+    assert "No key events." in timeline and "| message |" not in timeline

@@ -23,6 +23,29 @@ import duckdb
 
 IDLE_THRESHOLD_S = 1800.0
 
+ABORT_EVENTS_CTE = """
+abort_records AS (
+    SELECT DISTINCT session_id, msg_idx FROM tags WHERE tag = 'user_abort'
+),
+abort_events AS (
+    SELECT session_id, min(msg_idx) AS msg_idx, max(msg_idx) AS last_msg_idx,
+           count(*) AS records
+    FROM (
+        SELECT session_id, msg_idx,
+               msg_idx - row_number() OVER (PARTITION BY session_id ORDER BY msg_idx) AS run
+        FROM abort_records
+    )
+    GROUP BY session_id, run
+)
+"""
+"""CTEs ``abort_records`` and ``abort_events``: one user interruption, one event. The
+agents write one interruption as several marker records in a row (Claude Code: each
+rejected tool result, then "[Request interrupted by user for tool use]"; Codex: the
+aborted call's output, then ``turn_aborted``), and each carries the ``user_abort`` tag;
+a run of consecutive tagged messages is one event (``msg_idx`` its first record,
+``last_msg_idx`` its last, ``records`` how many). Counting records would count one
+interruption two to four times."""
+
 _GAPS = """
 WITH ordered AS (
     SELECT session_id, msg_idx, role, ts,
@@ -69,16 +92,17 @@ polling AS (
       ON t.session_id = p.session_id AND t.msg_idx = p.msg_idx AND t.call_id = p.call_id
     GROUP BY p.session_id
 ),
+{ABORT_EVENTS_CTE},
 abort_msgs AS (
-    SELECT DISTINCT t.session_id, t.msg_idx, m.ts
-    FROM tags t JOIN messages m USING (session_id, msg_idx)
-    WHERE t.tag = 'user_abort' AND m.ts IS NOT NULL
+    SELECT e.session_id, e.msg_idx, e.last_msg_idx, m.ts
+    FROM abort_events e JOIN messages m USING (session_id, msg_idx)
+    WHERE m.ts IS NOT NULL
 ),
 aborts AS (
     SELECT a.session_id, count(*) AS aborts,
         sum(least(coalesce(date_diff('millisecond', a.ts, (
             SELECT min(m.ts) FROM messages m
-            WHERE m.session_id = a.session_id AND m.msg_idx > a.msg_idx
+            WHERE m.session_id = a.session_id AND m.msg_idx > a.last_msg_idx
               AND m.role = 'assistant' AND m.ts IS NOT NULL
         )) / 1000.0, 0), {idle_s})) AS lost_after_aborts_s
     FROM abort_msgs a GROUP BY a.session_id
@@ -128,9 +152,10 @@ LEFT JOIN checkins c USING (session_id)
 """
 
 
-_SESSION_SUMMARY_SQL = """
+_SESSION_SUMMARY_SQL = f"""
 CREATE OR REPLACE VIEW v_session_summary AS
-WITH msg AS (
+WITH {ABORT_EVENTS_CTE.strip()},
+msg AS (
     SELECT session_id, count(*) AS messages,
         count(*) FILTER (WHERE role = 'user') AS user_messages,
         count(*) FILTER (WHERE role = 'assistant') AS assistant_messages,
@@ -139,12 +164,12 @@ WITH msg AS (
 ),
 calls AS (
     SELECT session_id, count(*) AS tool_calls,
-        count(*) FILTER (WHERE status = 'error') AS failed_tool_calls
+        count(*) FILTER (WHERE status = 'error' OR coalesce(exit_code, 0) <> 0)
+            AS failed_tool_calls
     FROM tool_calls GROUP BY session_id
 ),
 tagc AS (
     SELECT session_id,
-        count(DISTINCT msg_idx) FILTER (WHERE tag = 'user_abort') AS aborts,
         count(DISTINCT msg_idx) FILTER (WHERE tag = 'user_checkin') AS checkins,
         count(DISTINCT msg_idx) FILTER (WHERE tag = 'readiness_claim') AS readiness_claims_tagged,
         count(DISTINCT msg_idx) FILTER (WHERE tag = 'error') AS errors
@@ -164,6 +189,9 @@ camp AS (
 ),
 lev AS (
     SELECT session_id, count(*) AS levers FROM levers GROUP BY session_id
+),
+ab AS (
+    SELECT session_id, count(*) AS aborts FROM abort_events GROUP BY session_id
 )
 SELECT s.session_id, s.source_format, s.title, s.model,
     coalesce(m.messages, 0) AS messages,
@@ -171,7 +199,7 @@ SELECT s.session_id, s.source_format, s.title, s.model,
     coalesce(m.assistant_messages, 0) AS assistant_messages,
     coalesce(c.tool_calls, 0) AS tool_calls,
     coalesce(c.failed_tool_calls, 0) AS failed_tool_calls,
-    coalesce(t.aborts, 0) AS aborts,
+    coalesce(ab.aborts, 0) AS aborts,
     coalesce(t.checkins, 0) AS checkins,
     coalesce(t.errors, 0) AS errors,
     coalesce(cl.claims_premature, 0) AS claims_premature,
@@ -192,6 +220,7 @@ LEFT JOIN claims cl USING (session_id)
 LEFT JOIN v_time_accounting ta USING (session_id)
 LEFT JOIN camp ca USING (session_id)
 LEFT JOIN lev l USING (session_id)
+LEFT JOIN ab USING (session_id)
 """
 
 

@@ -79,26 +79,44 @@ def use_log_scale(values: pd.Series, target: float | None) -> bool:
     return bool(points) and min(points) > 0 and max(points) / min(points) >= 10
 
 
+def _with_conditions(series: pd.DataFrame) -> pd.DataFrame:
+    """The series with ``conditions``: the load a run was measured under (its label
+    without the keys that only name the run, as campaigns compare them)."""
+    from analytics.analysis.campaigns import comparable_label
+
+    labels = series["label"] if "label" in series else pd.Series(None, index=series.index)
+    return series.assign(
+        conditions=[
+            (comparable_label(lb) if isinstance(lb, str) else None) or "all runs" for lb in labels
+        ]
+    )
+
+
 def campaign_chart(
     series: pd.DataFrame, levers: pd.DataFrame, target: float | None, metric: str
 ) -> alt.LayerChart:
-    """Metric over message order; a rule per lever coloured by outcome; the target line."""
+    """Metric over message order, a line per load condition (runs at concurrency 1 and 16
+    are not one series, as in the report's chart); a rule per lever coloured by outcome,
+    at its end, with its result where it was measured; the target line."""
     import altair as alt
 
     x = alt.X("msg_idx:Q", title="message")
     log = use_log_scale(series["value"], target)
     y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     layers: list[alt.Chart] = [
-        alt.Chart(series)
+        alt.Chart(_with_conditions(series))
         .mark_line(point=True)
         .encode(
             x=x,
             y=alt.Y("value:Q", title=f"{metric} (log scale)" if log else metric, scale=y_scale),
-            tooltip=["msg_idx", "value", "unit", "label"],
+            color=alt.Color("conditions:N", title="load"),
+            tooltip=["msg_idx", "value", "unit", "conditions", "label"],
         )
     ]
     if not levers.empty:
-        marks = levers.assign(at=levers["end_msg_idx"].fillna(levers["start_msg_idx"]))
+        ends = levers["end_msg_idx"].fillna(levers["start_msg_idx"])
+        result = levers["evidence_msg_idx"] if "evidence_msg_idx" in levers else ends
+        marks = levers.assign(at=ends, at_result=result.fillna(ends))
         colour = alt.Color(
             "outcome:N",
             scale=alt.Scale(domain=list(OUTCOME_COLOURS), range=list(OUTCOME_COLOURS.values())),
@@ -116,7 +134,7 @@ def campaign_chart(
         layers.append(
             alt.Chart(marks.dropna(subset=["value_after"]))
             .mark_point(size=90, filled=True)
-            .encode(x="at:Q", y="value_after:Q", color=colour, tooltip=["name", "outcome"])
+            .encode(x="at_result:Q", y="value_after:Q", color=colour, tooltip=["name", "outcome"])
         )
     if target is not None and not pd.isna(target):
         layers.append(
@@ -124,4 +142,5 @@ def campaign_chart(
             .mark_rule(color="black")
             .encode(y="target:Q", tooltip=["target"])
         )
-    return cast("alt.LayerChart", alt.layer(*layers, height=360))
+    chart = alt.layer(*layers, height=360).resolve_scale(color="independent")
+    return cast("alt.LayerChart", chart)

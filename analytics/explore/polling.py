@@ -5,6 +5,8 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE
+
 
 def polling_loops(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Every polling loop with its command, interval, iterations and waited time."""
@@ -32,30 +34,43 @@ def polling_by_outcome(loops: pd.DataFrame) -> pd.DataFrame:
 
 
 def aborts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Each user abort with the tool call it interrupted: the latest call at or
-    before the abort (an aborted one preferred), and whether that was a polling loop."""
+    """Each user interruption (one row however many marker records it wrote; ``records``
+    says how many, ``abort_text`` joins their texts) with the tool call it interrupted:
+    the latest call at or before its last record (an aborted one preferred), and whether
+    that was a polling loop."""
     return con.execute(
-        """
-        WITH a AS (
-            SELECT DISTINCT session_id, msg_idx FROM tags WHERE tag = 'user_abort'
-        ), cand AS (
+        f"""
+        WITH {ABORT_EVENTS_CTE.strip()},
+        cand AS (
             SELECT a.session_id, a.msg_idx AS abort_msg_idx, c.msg_idx AS call_msg_idx,
                    c.tool, c.command, c.status, c.duration_s, c.call_id,
                    row_number() OVER (PARTITION BY a.session_id, a.msg_idx
                        ORDER BY (c.status = 'aborted') DESC, c.msg_idx DESC) AS rn
-            FROM a JOIN tool_calls c
-              ON c.session_id = a.session_id AND c.msg_idx <= a.msg_idx
+            FROM abort_events a JOIN tool_calls c
+              ON c.session_id = a.session_id AND c.msg_idx <= a.last_msg_idx
              AND c.msg_idx >= a.msg_idx - 20
+        ), texts AS (
+            SELECT session_id, msg_idx, string_agg(body, ' | ' ORDER BY first_at) AS abort_text
+            FROM (
+                SELECT a.session_id, a.msg_idx, trim(m.text) AS body, min(m.msg_idx) AS first_at
+                FROM abort_events a
+                JOIN messages m ON m.session_id = a.session_id
+                     AND m.msg_idx BETWEEN a.msg_idx AND a.last_msg_idx
+                WHERE trim(m.text) <> ''
+                GROUP BY ALL
+            )
+            GROUP BY session_id, msg_idx
         )
-        SELECT a.session_id, a.msg_idx, m.ts, m.text AS abort_text,
+        SELECT a.session_id, a.msg_idx, m.ts, t.abort_text, a.records,
                cand.call_msg_idx AS interrupted_msg_idx, cand.tool AS interrupted_tool,
                cand.command AS interrupted_command, cand.status AS interrupted_status,
                cand.duration_s AS ran_s,
                EXISTS (SELECT 1 FROM polling_loops p WHERE p.session_id = a.session_id
                        AND p.msg_idx = cand.call_msg_idx) AS was_polling
-        FROM a
+        FROM abort_events a
         LEFT JOIN cand ON cand.session_id = a.session_id AND cand.abort_msg_idx = a.msg_idx
              AND cand.rn = 1
+        LEFT JOIN texts t ON t.session_id = a.session_id AND t.msg_idx = a.msg_idx
         LEFT JOIN messages m ON m.session_id = a.session_id AND m.msg_idx = a.msg_idx
         ORDER BY a.session_id, a.msg_idx
         """

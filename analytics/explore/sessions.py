@@ -8,13 +8,15 @@ from datetime import date
 import duckdb
 import pandas as pd
 
-SESSIONS_SQL = """
-WITH msg AS (
+from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE
+
+SESSIONS_SQL = f"""
+WITH {ABORT_EVENTS_CTE.strip()},
+msg AS (
     SELECT session_id, count(*) AS messages, min(ts) AS first_ts, max(ts) AS last_ts
     FROM messages GROUP BY session_id
 ), tg AS (
     SELECT session_id,
-           count(*) FILTER (WHERE tag = 'user_abort') AS aborts,
            count(*) FILTER (WHERE tag = 'user_checkin') AS checkins,
            count(*) FILTER (WHERE tag = 'error') AS errors
     FROM tags GROUP BY session_id
@@ -22,6 +24,8 @@ WITH msg AS (
     SELECT session_id, count(*) AS claims,
            count(*) FILTER (WHERE verdict = 'premature') AS premature_claims
     FROM readiness_claims GROUP BY session_id
+), ab AS (
+    SELECT session_id, count(*) AS aborts FROM abort_events GROUP BY session_id
 ), pl AS (
     SELECT session_id, count(*) AS polling_loops, coalesce(sum(waited_s), 0) AS polling_wait_s
     FROM polling_loops GROUP BY session_id
@@ -32,7 +36,7 @@ SELECT s.session_id, s.title, s.source_format AS format, s.agent, s.model,
        date_diff('second', coalesce(s.started_at, msg.first_ts),
                  coalesce(s.ended_at, msg.last_ts)) / 3600.0 AS hours,
        coalesce(msg.messages, 0) AS messages,
-       coalesce(tg.aborts, 0) AS aborts,
+       coalesce(ab.aborts, 0) AS aborts,
        coalesce(tg.checkins, 0) AS checkins,
        coalesce(tg.errors, 0) AS errors,
        coalesce(cl.claims, 0) AS claims,
@@ -44,13 +48,15 @@ FROM sessions s
 LEFT JOIN msg USING (session_id)
 LEFT JOIN tg USING (session_id)
 LEFT JOIN cl USING (session_id)
+LEFT JOIN ab USING (session_id)
 LEFT JOIN pl USING (session_id)
 ORDER BY started_at DESC NULLS LAST, s.session_id
 """
 
 
 def sessions_overview(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Every session with message, abort, check-in, claim and polling figures."""
+    """Every session with message, abort, check-in, claim and polling figures
+    (aborts are interruptions, however many marker records each wrote)."""
     return con.execute(SESSIONS_SQL).df()
 
 

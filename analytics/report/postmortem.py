@@ -146,9 +146,19 @@ def _header(s: _Session, generated: str) -> list[str]:
         "",
         f"- Session: `{row['session_id']}` ({row['source_format']})",
         f"- Agent: {_cell(row.get('agent'))}; model: {_cell(row.get('model'))}",
-        f"- From {s.ts(0)} to {s.ts(len(s.frames.messages) - 1)}",
+        _period(s),
         "",
     ]
+
+
+def _period(s: _Session) -> str:
+    """From the first to the last message that has a time (a last record without one,
+    e.g. a Codex event, must not end the period at "–")."""
+    msgs = s.frames.messages
+    timed = msgs.loc[msgs["ts"].notna(), "msg_idx"] if "ts" in msgs else pd.Series(dtype=int)
+    if timed.empty:
+        return "- No timestamps."
+    return f"- From {s.ts(int(timed.min()))} to {s.ts(int(timed.max()))}"
 
 
 def _summary(s: _Session) -> list[str]:
@@ -166,12 +176,13 @@ def _summary(s: _Session) -> list[str]:
         for v in ("premature", "supported", "unverified")
     }
     lines = ["## Summary", ""]
+    system = f", {roles['system']} system" if roles.get("system") else ""
     lines.append(
         f"- {len(msgs)} messages ({roles.get('user', 0)} user, {roles.get('assistant', 0)} assistant, "
-        f"{roles.get('tool', 0)} tool), {len(f.tool_calls)} tool calls."
+        f"{roles.get('tool', 0)} tool{system}), {len(f.tool_calls)} tool calls."
     )
     lines.append(
-        f"- {n_tag('user_abort')} user aborts, {n_tag('user_checkin')} check-ins, "
+        f"- {len(_abort_events(tags))} user aborts, {n_tag('user_checkin')} check-ins, "
         f"{len(f.polling_loops)} polling loops ({_duration(s.times.get('polling_wait_s'))} waiting)."
     )
     lines.append(
@@ -225,7 +236,13 @@ def _timeline(s: _Session) -> list[str]:
             if r.event in KEY_EVENTS:
                 events.append((int(r.msg_idx), 3, f"server: {r.event}"))
     if not f.tags.empty:
+        # an interruption is one event however many marker records it wrote
+        later_markers = {
+            i for first, last in _abort_events(f.tags) for i in range(first + 1, last + 1)
+        }
         for r in f.tags.drop_duplicates(["msg_idx", "tag"]).itertuples(index=False):
+            if r.tag == "user_abort" and int(r.msg_idx) in later_markers:
+                continue
             if r.tag in ("user_checkin", "user_abort"):
                 quote = (
                     f" “{_short(r.evidence, 40)}”"
@@ -253,6 +270,8 @@ def _timeline(s: _Session) -> list[str]:
     lines = ["## Timeline", ""]
     if len(events) > MAX_TIMELINE:
         lines += [f"_First {MAX_TIMELINE} of {len(events)} key events._", ""]
+    if not events:
+        return lines + ["No key events.", ""]
     rows = [[s.ref(i), s.ts(i), what] for i, _, what in events[:MAX_TIMELINE]]
     return lines + _table(["message", "time", "event"], rows) + [""]
 
@@ -366,11 +385,7 @@ def _polling(s: _Session) -> list[str]:
             rows,
         ) + [""]
     tags = f.tags
-    aborts = (
-        sorted({int(i) for i in tags.loc[tags["tag"] == "user_abort", "msg_idx"]})
-        if not tags.empty
-        else []
-    )
+    aborts = _abort_events(tags)
     checkins = (
         sorted({int(i) for i in tags.loc[tags["tag"] == "user_checkin", "msg_idx"]})
         if not tags.empty
@@ -383,13 +398,13 @@ def _polling(s: _Session) -> list[str]:
     )
     lines.append("")
     rows = []
-    for i in aborts:
-        follow = next((c for c in checkins if i < c <= i + 3), None)
+    for first, last in aborts:
+        follow = next((c for c in checkins if last < c <= last + 3), None)
         rows.append(
             [
-                s.ref(i),
-                s.ts(i),
-                _aborted_what(s, i),
+                s.ref(first),
+                s.ts(first),
+                _aborted_what(s, first, last),
                 "–" if follow is None else f"{s.ref(follow)} “{_short(s.text(follow), 30)}”",
             ]
         )
@@ -398,13 +413,29 @@ def _polling(s: _Session) -> list[str]:
     return lines
 
 
-def _aborted_what(s: _Session, msg_idx: int) -> str:
+def _abort_events(tags: pd.DataFrame) -> list[tuple[int, int]]:
+    """(first, last) msg_idx of each user interruption: a run of consecutive messages
+    tagged ``user_abort`` is one (as ``ABORT_EVENTS_CTE`` counts them for the views)."""
+    if tags.empty:
+        return []
+    runs: list[tuple[int, int]] = []
+    for i in sorted({int(i) for i in tags.loc[tags["tag"] == "user_abort", "msg_idx"]}):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def _aborted_what(s: _Session, first: int, last: int) -> str:
+    """The command of the call the interruption stopped, else its marker's text."""
     tc = s.frames.tool_calls
     if not tc.empty:
-        rows = tc[(tc["msg_idx"] == msg_idx) | (tc["result_msg_idx"] == msg_idx)]
+        inside = tc["msg_idx"].between(first, last) | tc["result_msg_idx"].between(first, last)
+        rows = tc[inside & tc["command"].notna()]
         if len(rows):
             return _short(rows["command"].iloc[-1], 70)
-    return _short(s.text(msg_idx), 70)
+    return _short(s.text(first), 70)
 
 
 def _time_accounting(s: _Session) -> list[str]:
