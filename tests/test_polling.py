@@ -299,3 +299,44 @@ def test_status_of_outer_timeout_echoed(output: str, timed_out: bool) -> None:
     loop = run(command, output)
     assert loop is not None and loop.max_wait_s == 600.0
     assert (loop.outcome == "timeout") is timed_out
+
+
+SGLANG_READY = (
+    "[2026-05-13 13:45:01] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16\n"
+    "[2026-05-13 13:45:29] The server is fired up and ready to roll!\n"
+)
+SGLANG_OOM = (
+    "[2026-05-13 13:44:02 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+)
+LOADING = "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:10<00:10,  5.01s/it]\n"
+
+
+@pytest.mark.parametrize(
+    ("output", "outcome"),
+    [
+        (LOADING + SGLANG_READY, "ready"),
+        (LOADING + SGLANG_OOM, "failed"),
+        (SGLANG_READY + SGLANG_OOM, "failed"),  # the last milestone is the state it ended in
+        (SGLANG_OOM + LOADING + SGLANG_READY, "ready"),  # restarted since
+        (LOADING, "unknown"),  # still loading
+        (SGLANG_READY + LOADING, "unknown"),  # restarting since
+        (SGLANG_READY + 'INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 200 OK\n', "ready"),
+        ("curl: (7) Failed to connect to localhost port 30000: Connection refused\n", "unknown"),
+    ],
+)
+def test_a_poll_without_patterns_ends_as_its_server_log_says(output: str, outcome: str) -> None:
+    """``sleep N; tail log`` names no pattern: the server's own milestones in what it read
+    tell whether the wait ended with the server ready or failed (a refused connection is a
+    server not up yet, not a failure)."""
+    loop = run("sleep 30; ssh gpu1 'tail -5 /root/sglang.log'", output)
+    assert loop is not None and loop.outcome == outcome
+
+
+def test_a_poll_with_its_own_patterns_or_aborted_keeps_its_outcome() -> None:
+    """The implied outcome only stands in for patterns the loop does not name."""
+    own = run("for i in $(seq 1 3); do sleep 5; tail -1 /x.log | grep -q 'Uvicorn running' && break; done",
+              SGLANG_READY)
+    assert own is not None and own.outcome == "unknown"
+    aborted = run("sleep 30; tail -5 /root/sglang.log", SGLANG_READY, status="aborted")
+    assert aborted is not None and aborted.outcome == "aborted"

@@ -294,7 +294,35 @@ def _outcome(call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out
         lines = _iteration_lines(out)
         if lines >= shape.max_iterations:
             return "timeout"
+    if not any(pats):
+        return _implied_outcome(out)
     return "unknown"
+
+
+_STEADY_EVENTS = frozenset({"health_ok", "models_ok", "uvicorn_running", "process_alive"})
+"""Server events that do not change what the last milestone said (a health check answered);
+any other event that is neither ready nor a failure is a step of a start-up in progress."""
+
+
+def _implied_outcome(out: str) -> str:
+    """The outcome of a poll that names no pattern of its own (``sleep 30; tail -3
+    server.log``) from the last server milestone its output shows: ``ready`` after a ready
+    line (SGLang's "fired up" or its warm-up request answered, vLLM's API server up),
+    ``failed`` after a crash or an OOM (the events the readiness audit reads as such), else
+    ``unknown``: nothing read, or a start-up still in progress (shards loading, a restart)."""
+    from analytics.analysis.readiness import config
+    from analytics.analysis.tooling import scan_log
+
+    kinds = config().events
+    last = "unknown"
+    for hit in scan_log(out).events:
+        if hit.event in kinds["ready"]:
+            last = "ready"
+        elif hit.event in kinds["failure"]:
+            last = "failed"
+        elif hit.event not in _STEADY_EVENTS:
+            last = "unknown"
+    return last
 
 
 def _echoes_timeout_status(call: ToolCall, shape: LoopShape, out: str) -> bool:
