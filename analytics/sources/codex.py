@@ -4,6 +4,14 @@ Lines are ``{"timestamp", "type", "payload"}``. One ``Message`` (``source_id``
 ``L<line>``) per line that carries a message, a tool call or a tool result;
 everything else is kept as a ``RawRecord``. Choices a reader should know:
 
+- Older rollouts (Rust CLI builds of 2025-05-07 .. 2025-09-09, before openai/codex
+  43809a45 introduced the wrapper) have no wrapper: a first line holding the session
+  meta itself (``id``, ``timestamp``, ``instructions``, ``git``), then each response
+  item bare (``{"type": "message", ...}``) and ``{"record_type": "state"}`` lines. Each
+  line is read by its own shape: a bare item as the ``response_item`` payload it would
+  be today (same rows, ``native_type``), the meta as ``session_meta``, record_type lines
+  kept raw as ``record_type/<value>``. Those lines carry no timestamp (``ts`` is NULL).
+
 - ``response_item`` messages carry the roles: user -> ``user``, assistant ->
   ``assistant``, developer/system -> ``system``. Injected context
   (``<environment_context>``, AGENTS.md instructions) stays a user message.
@@ -145,6 +153,19 @@ _SNIFF_PREFIX = re.compile(
     rb'"type"\s*:\s*"(?:session_meta|response_item|event_msg|turn_context)"\s*,\s*"payload"\s*:\s*\{'
 )
 KEPT_META = ("agent", "cwd", "title", "model", "first_model", "version", "started", "parent")
+LEGACY_META_KEYS = frozenset({"id", "timestamp", "instructions", "git"})
+"""Every key of an older rollout's first line (SessionMeta, flattened with GitInfo)."""
+LEGACY_RECORD_TYPES = frozenset({"state"})
+"""``record_type`` values older builds wrote (SessionStateSnapshot lines)."""
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_LEGACY_SNIFF_PREFIX = re.compile(
+    rb'\s*\{"id"\s*:\s*"' + _UUID.pattern.encode() + rb'"\s*,\s*"timestamp"\s*:\s*"[^"]*"\s*,'
+    rb'\s*"instructions"\s*:\s*"'
+)
+NEITHER_SHAPE = (
+    "neither a rollout line {timestamp, type, payload} nor a line of an older rollout "
+    "(its session meta, a bare response item or a record_type line)"
+)
 
 
 # ---------------------------------------------------------------------------
@@ -153,16 +174,30 @@ KEPT_META = ("agent", "cwd", "title", "model", "first_model", "version", "starte
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """True when the first complete lines are Codex rollout items."""
+    """True when the first complete line is a Codex rollout line, or the session meta
+    an older rollout starts with."""
     obj = first_object(head)
     if obj is not None:
         return (
             obj.get("type") in LINE_TYPES
             and isinstance(obj.get("payload"), dict)
             and "timestamp" in obj
-        )
-    # a first line longer than the head (long base instructions in session_meta)
-    return _SNIFF_PREFIX.match(head) is not None
+        ) or is_legacy_meta(obj)
+    # a first line longer than the head (long base instructions in session_meta; long
+    # AGENTS.md instructions in an older rollout's meta)
+    return _SNIFF_PREFIX.match(head) is not None or _LEGACY_SNIFF_PREFIX.match(head) is not None
+
+
+def is_legacy_meta(obj: dict[str, object]) -> bool:
+    """The first line of an older rollout: ``{"id": <uuid>, "timestamp", "instructions"?,
+    "git"?}`` and nothing else (strict, since it is the only line detection sees)."""
+    session_id = obj.get("id")
+    return (
+        isinstance(session_id, str)
+        and _UUID.fullmatch(session_id) is not None
+        and isinstance(obj.get("timestamp"), str)
+        and obj.keys() <= LEGACY_META_KEYS
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -266,11 +301,40 @@ def call_input(payload: dict[str, object]) -> object:
 # ---------------------------------------------------------------------------
 
 
+def unwrap(obj: dict[str, object]) -> tuple[str, dict[str, object], object]:
+    """(line type, payload, timestamp) of a line of either shape, or ``BadRecordError``.
+
+    An older rollout's line is its own payload: a bare response item stands for a
+    ``response_item`` line, the meta for ``session_meta``, and a ``record_type`` line is
+    line type ``record_type``. Neither carries a timestamp, but the meta has its own.
+    A line with a ``payload``, or a ``type`` that only wrapped lines have, or a
+    ``timestamp`` and a ``type`` (a bare item has no timestamp) is a wrapped line."""
+    kind = obj.get("type")
+    wrapped_type = isinstance(kind, str) and kind in LINE_TYPES  # (a mangled type: any JSON)
+    if "payload" in obj or wrapped_type or ("timestamp" in obj and "type" in obj):
+        payload = obj.get("payload")
+        if not isinstance(kind, str):
+            raise BadRecordError("record has no string 'type' field")
+        if not isinstance(payload, dict):
+            raise BadRecordError(f"payload is {type(payload).__name__}, expected object")
+        return kind, payload, obj.get("timestamp")
+    if isinstance(obj.get("record_type"), str):
+        return "record_type", obj, None
+    if isinstance(kind, str):
+        return "response_item", obj, None
+    if isinstance(obj.get("id"), str) and isinstance(obj.get("timestamp"), str):
+        return "session_meta", obj, obj["timestamp"]
+    raise BadRecordError(NEITHER_SHAPE)
+
+
 def _scan_meta(path: Path) -> dict[str, object]:
     """The payload of the first session_meta line near the top of the file."""
     for obj in head_objects(path, _SCAN_LINES):
-        payload = obj.get("payload")
-        if obj.get("type") == "session_meta" and isinstance(payload, dict):
+        try:
+            ltype, payload, _ = unwrap(obj)
+        except BadRecordError:
+            continue
+        if ltype == "session_meta":
             return payload
     return {}
 
@@ -327,17 +391,15 @@ class _Parser:
     def feed(self, line: JsonLine) -> Iterator[ParsedItem]:
         obj = line.value
         assert isinstance(obj, dict)
-        ltype, payload = obj.get("type"), obj.get("payload")
-        if not isinstance(ltype, str):
-            yield self._quarantine(line, "record has no string 'type' field")
+        try:
+            ltype, payload, timestamp = unwrap(obj)
+        except BadRecordError as exc:
+            yield self._quarantine(line, str(exc))
             return
-        if not isinstance(payload, dict):
-            yield self._quarantine(line, f"payload is {type(payload).__name__}, expected object")
-            return
-        ptype = payload.get("type")
+        ptype = payload.get("record_type" if ltype == "record_type" else "type")
         kind = f"{ltype}/{ptype}" if isinstance(ptype, str) else ltype
         try:
-            items = list(self._dispatch(line, ltype, kind, payload, parse_ts(obj.get("timestamp"))))
+            items = list(self._dispatch(line, ltype, kind, payload, parse_ts(timestamp)))
         except (BadRecordError, TypeError, ValueError) as exc:
             yield self._quarantine(line, one_line(exc))
             return
@@ -374,6 +436,8 @@ class _Parser:
             known = ptype in RAW_ITEM_TYPES
         elif ltype == "event_msg":
             known = ptype in RAW_EVENT_TYPES
+        elif ltype == "record_type":
+            known = kind.partition("/")[2] in LEGACY_RECORD_TYPES
         else:
             known = ltype in LINE_TYPES
         if not known:
