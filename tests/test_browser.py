@@ -118,7 +118,8 @@ def test_page_shows_its_content(
     page.goto(f"{server}/{path}")
     expect(page.locator("h1", has_text=heading).first).to_be_visible(timeout=30_000)
     found = page.locator(content) if content.startswith("[") else page.get_by_text(content)
-    expect(found.first).to_be_visible(timeout=30_000)
+    # (a table may hold the text in a cell it keeps hidden too: the first match may be that)
+    expect(found.filter(visible=True).first).to_be_visible(timeout=30_000)
     wait_idle(page)
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
     shots = tmp_path_factory.getbasetemp() / "screenshots"
@@ -152,3 +153,30 @@ def test_table_link_opens_session_page(page: object, server: str) -> None:
         page.get_by_text("Server is ready: the smoke test returned the right answer.")
     ).to_be_visible(timeout=30_000)
     assert "session=claude_code" in page.url
+
+
+def test_app_command_stops_streamlit_when_it_is_terminated(tmp_path: Path) -> None:
+    """A SIGTERM to ``transcripts app`` (a service manager stopping it, ``kill``) stops the
+    streamlit it started: the port is not left held by an orphan."""
+    import signal
+    import sys
+
+    db = build_app_db(tmp_path / "t.duckdb")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "analytics.cli", "app", "--db", str(db), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        time.sleep(1.0)
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        subprocess.run(["pkill", "-f", f"server.port {port}"], check=False)  # (an orphan)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,9 +40,38 @@ def streamlit_command(port: int, headless: bool = True) -> list[str]:
 
 
 def run_app(db: str, port: int, headless: bool = True) -> int:
-    """Run the explorer on ``db`` until interrupted; return streamlit's exit code."""
+    """Run the explorer on ``db`` until interrupted; return streamlit's exit code.
+
+    Streamlit runs as a child process: a SIGTERM or SIGHUP sent to this one (a service
+    manager stopping it, a closed terminal) is passed on to it, so the port is not left
+    held by an orphan. Ctrl-C reaches both from the terminal; this one then waits for
+    streamlit to finish."""
     env = os.environ | {"TRANSCRIPTS_DB": str(Path(db).resolve())}
+    proc = subprocess.Popen(streamlit_command(port, headless), env=env)
+
+    def forward(signum: int, _frame: object) -> None:
+        proc.send_signal(signum)
+
+    passed_on = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, forward) for signum in passed_on}
     try:
-        return subprocess.call(streamlit_command(port, headless), env=env)
+        return proc.wait()
     except KeyboardInterrupt:
+        try:
+            proc.wait(timeout=STOP_WAIT_S)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            proc.terminate()
         return 0
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+STOP_WAIT_S = 10.0
+"""How long streamlit is given to stop after Ctrl-C or a terminate."""
