@@ -139,6 +139,20 @@ def test_judge_check_and_generation_text() -> None:
     assert judge_check("curl", "", "smoke test")[0] is None
 
 
+def test_a_codex_exec_header_is_not_the_answer_of_a_smoke_test() -> None:
+    """Codex puts "Chunk ID: … Wall time: … Output:" before a command's output: a curl that
+    printed nothing is no sane generation, and the answer after the header is read."""
+    header = (
+        "Chunk ID: 9f1c2a\nWall time: 0.2100 seconds\nProcess exited with code 0\n"
+        "Original token count: 0\nOutput:\n"
+    )
+    assert judge_check("curl -s localhost:30000/v1/chat/completions", header, "smoke test") == (
+        None, "no output"
+    )
+    passed, why = judge_check("curl …", header + SANE, "smoke test")
+    assert passed is True and "2 + 2 = 4." in why
+
+
 def test_subjects() -> None:
     assert subject_of("All 42 tests pass now.") == "test run"
     assert subject_of("Yes, it's up!") == "server"

@@ -125,9 +125,21 @@ def _short(text: str, n: int = 70) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+_EXEC_HEADER = re.compile(r"Chunk ID: [^\n]*\n(?:[^\n]*\n){0,6}?Output:\n")
+"""The header Codex puts before a command's output (chunk id, wall time, exit code, token
+count, then ``Output:``): not the command's words."""
+
+
+def command_output(output: str) -> str:
+    """``output`` without a Codex exec header: what the command itself printed."""
+    m = _EXEC_HEADER.match(output)
+    return output[m.end() :] if m else output
+
+
 def judge_check(command: str, output: str, kind: str) -> tuple[bool | None, str]:
     """Did a functional check pass? (None: cannot tell) and why, in words."""
     cfg = config().text
+    output = command_output(output)  # (a header is no answer: "Chunk ID: … Output:" alone)
     low = lowered(output)
     if kind == "tests":
         if failed := cfg["tests_failed"].search(output, low):
