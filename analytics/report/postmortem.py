@@ -182,8 +182,10 @@ def _summary(s: _Session) -> list[str]:
         f"{roles.get('tool', 0)} tool{system}), {len(f.tool_calls)} tool calls."
     )
     lines.append(
-        f"- {len(_abort_events(tags))} user aborts, {n_tag('user_checkin')} check-ins, "
-        f"{len(f.polling_loops)} polling loops ({_duration(s.times.get('polling_wait_s'))} waiting)."
+        f"- {_count(len(_abort_events(tags)), 'user abort')}, "
+        f"{_count(n_tag('user_checkin'), 'check-in')}, "
+        f"{_count(len(f.polling_loops), 'polling loop')} "
+        f"({_duration(s.times.get('polling_wait_s'))} waiting)."
     )
     lines.append(
         f"- {len(s.claims)} readiness claims: {verdicts['premature']} premature, "
@@ -392,7 +394,8 @@ def _polling(s: _Session) -> list[str]:
         else []
     )
     lines.append(
-        f"{len(aborts)} user aborts; {len(checkins)} check-ins; time lost after aborts "
+        f"{_count(len(aborts), 'user abort')}; {_count(len(checkins), 'check-in')}; "
+        "time lost after aborts "
         f"{_duration(s.times.get('lost_after_aborts_s'))}; check-in latency avg "
         f"{_duration(s.times.get('checkin_latency_avg_s'))}, max {_duration(s.times.get('checkin_latency_max_s'))}."
     )
@@ -411,6 +414,11 @@ def _polling(s: _Session) -> list[str]:
     if rows:
         lines += _table(["abort at", "time", "aborted", "check-in after"], rows) + [""]
     return lines
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 ("1 user abort", "3 check-ins")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _abort_events(tags: pd.DataFrame) -> list[tuple[int, int]]:
