@@ -55,13 +55,19 @@ def discover_paths() -> list[Path]:
     home = Path.home()
     data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
     codex = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    candidates = [
-        home / ".claude" / "projects",
-        data / "opencode" / "storage",
-        data / "opencode" / "opencode.db",
-        codex / "sessions",
-    ]
+    candidates = [home / ".claude" / "projects", *_opencode_store(data / "opencode"),
+                  codex / "sessions"]
     return [p for p in candidates if p.exists()]
+
+
+def _opencode_store(folder: Path) -> list[Path]:
+    """opencode's sessions in its data folder: ``opencode.db`` (1.2+), else the databases of
+    another release channel (``opencode-<channel>.db``), else the ``storage/`` tree. Never a
+    database and the storage beside it: 1.2 migrated the tree into the database and leaves it
+    in place, so reading both would store every older session twice."""
+    main = folder / "opencode.db"
+    dbs = [main] if main.is_file() else sorted(folder.glob("opencode-*.db"))
+    return dbs or [folder / "storage"]
 
 
 def _plain(*cells: str) -> list[Text]:

@@ -802,6 +802,7 @@ def ingest(
             remove_dead_pool_folders(db_path)
         stored = _stored_units(con)
         units = list(iter_units([Path(p).expanduser() for p in paths], fmt, stored))
+        _drop_superseded_storage(con, units, stored)
         results = [
             _first_result(unit, chosen, error, fmt != "auto") for unit, chosen, error in units
         ]
@@ -843,6 +844,36 @@ def ingest(
         con.close()
         report_timings()
     return summary
+
+
+def _drop_superseded_storage(
+    con: duckdb.DuckDBPyConnection,
+    units: list[tuple[Path, str | None, str | None]],
+    stored: Stored,
+) -> None:
+    """Forget a stored opencode ``storage/`` folder whose database (``opencode*.db`` beside
+    it) is ingested now without it. opencode 1.2 migrated the folder into the database:
+    kept, its sessions would be stored twice (the database's copies apart, as
+    ``<id>@<hash>``). The database, if stored, is forgotten with it and so loaded again:
+    its sessions were copies while the folder's held their ids. A folder named in the same
+    run as its database stays, as asked."""
+    keys = {str(unit.resolve()) for unit, _, _ in units}
+    for unit, chosen, _ in units:
+        if chosen != "opencode" or unit.suffix != ".db" or not unit.is_file():
+            continue
+        storage = str((unit.parent / "storage").resolve())
+        if storage in stored and storage not in keys:
+            forgotten = [storage, str(unit.resolve())]
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for path in forgotten:
+                    _delete_path(con, path)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            for path in forgotten:
+                stored.pop(path, None)
 
 
 def _ingest_in_pool(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Callable, Iterator
 from fnmatch import fnmatch
 from pathlib import Path
@@ -29,9 +30,19 @@ MODULES: dict[str, str] = {
 """Format name -> module, in detection order (most specific first)."""
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
-SKIP_FILES = ("*.meta.json", "*.duckdb", "*.duckdb.*", "*.wal", "*-wal", "*-shm", "*-journal")
+SKIP_FILES = (
+    "*.meta.json", "*.duckdb", "*.duckdb.*", "*.wal", "*-wal", "*-shm", "*-journal",
+    ".DS_Store", "._*", "Thumbs.db", "desktop.ini",
+)
 """Never ingest units: Claude Code subagent sidecars (read by the claude_code parser),
-DuckDB files, and SQLite/DuckDB side files."""
+DuckDB files, SQLite/DuckDB side files, and what file managers leave in every folder they
+show (macOS Finder's ``.DS_Store`` and AppleDouble ``._*`` files, Windows' ``Thumbs.db``
+and ``desktop.ini``)."""
+SESSION_SIDE_DIRS = frozenset({"tool-results", "session-memory"})
+"""Folders Claude Code keeps beside a session in ``<project>/<session id>/`` (next to
+``subagents/``): large tool outputs as ``tool-results/<tool use id>.txt`` (the session's
+JSONL holds the output too) and ``session-memory/`` notes. Not sessions; skipped there only."""
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def get_module(fmt: str) -> ModuleType:
@@ -106,7 +117,8 @@ def iter_inputs(paths: list[Path], known: Known | None = None) -> Iterator[tuple
 
     A unit is a file, an opencode storage folder (one unit, never entered) or an
     ``opencode.db``. Folders are walked recursively in sorted order; VCS folders,
-    ``*.meta.json`` sidecars and database side files are skipped. A ``storage/``
+    ``*.meta.json`` sidecars, database side files, file-manager litter and Claude Code's
+    side folders of a session (``SKIP_FILES``, ``SESSION_SIDE_DIRS``) are skipped. A ``storage/``
     folder next to an opencode database is skipped too: opencode 1.2+ migrated its
     content into the database, so reading both would count every session twice."""
     for path in paths:
@@ -124,7 +136,7 @@ def _walk(top: Path, known: Known | None) -> Iterator[tuple[Path, str | None]]:
         here = Path(folder)
         kept = []
         for name in sorted(dirnames):
-            if name in SKIP_DIRS:
+            if name in SKIP_DIRS or _session_side_dir(here, name):
                 continue
             if _is_storage(here / name):
                 # opencode >= 1.2 migrated storage/ into opencode.db: read only the db then.
@@ -137,6 +149,12 @@ def _walk(top: Path, known: Known | None) -> Iterator[tuple[Path, str | None]]:
             if any(fnmatch(name, pattern) for pattern in SKIP_FILES):
                 continue
             yield here / name, _format_of(here / name, known)
+
+
+def _session_side_dir(folder: Path, name: str) -> bool:
+    """``folder/name`` is one of Claude Code's side folders of a session (its folder is
+    named by the session's id, whether or not the session file is still there)."""
+    return name in SESSION_SIDE_DIRS and _SESSION_ID.fullmatch(folder.name) is not None
 
 
 def _is_storage(path: Path) -> bool:
