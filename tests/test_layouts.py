@@ -255,3 +255,21 @@ def test_a_rerun_changes_nothing_and_a_deleted_session_keeps_its_rows(tmp_path: 
     (projects / "-home-u-proj" / "agent-a1b2c3d4.jsonl").unlink()  # (cleaned up by the agent)
     quick_ingest([projects], db)
     assert sessions(db) == first
+
+
+def test_a_folder_read_as_opencode_prefers_opencode_db_to_another_channels(tmp_path: Path) -> None:
+    """Reading opencode's data folder takes ``opencode.db`` as ``--discover`` does, not the
+    first database by name (``opencode-beta.db`` sorts before it)."""
+    from analytics.models import Ledger, Session
+    from analytics.sources import opencode
+
+    data = tmp_path / "opencode"
+    data.mkdir()
+    migrate(STORAGE, data / "opencode.db").close()
+    beta = sqlite3.connect(data / "opencode-beta.db")
+    beta.executescript(_SCHEMA)
+    beta.close()
+    found = [i for i in opencode.parse(data, Ledger()) if isinstance(i, Session)]
+    assert {s.session_id for s in found} == {
+        "opencode:ses_7f3b00000001ParentSession", "opencode:ses_7f3b00000002ChildSession0",
+    }

@@ -137,7 +137,9 @@ def sniff(path: Path, head: bytes) -> bool:
 def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[ParsedItem]:
     """Every session in ``path``; ``resume`` is ignored (inputs are re-read whole)."""
     if path.is_dir():
-        dbs = [db for db in sorted(path.glob("opencode*.db")) if is_opencode_db(db)]
+        # (``opencode.db`` first, as --discover takes it: ``opencode-beta.db`` sorts before it)
+        named = sorted(path.glob("opencode*.db"), key=lambda db: (db.name != "opencode.db", db.name))
+        dbs = [db for db in named if is_opencode_db(db)]
         root = storage_root(path)
         if dbs:  # opencode >= 1.2 migrated storage/ into the database
             yield from parse(dbs[0], ledger)
