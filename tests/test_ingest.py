@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -871,13 +873,25 @@ def test_indexed_search_finds_what_the_index_does_not_keep(
     tmp_path: Path, query: str, line: int
 ) -> None:
     """The BM25 index keeps letter tokens only; numbers and symbols are found verbatim."""
-    from analytics.store.search import build_index, search
+    from analytics.store.search import search
+
+    texts = {7: "the server listens on port 30000", 9: "this box is an H200 node",
+             11: "GPU utilisation stays at 100% during decode"}
+    with _indexed(tmp_path, texts) as con:
+        assert list(search(con, "utilisation")["source_id"]) == ["u11"]
+        assert list(search(con, query)["source_id"]) == [f"u{line}"]
+
+
+@contextmanager
+def _indexed(tmp_path: Path, texts: dict[int, str]) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A database of a 30-message session whose messages ``texts`` say what they map to,
+    with its BM25 index built (the test is skipped where DuckDB's fts extension is not)."""
+    from analytics.store.search import build_index
 
     src = tmp_path / "s.jsonl"
     lines = [_cc_line(i) for i in range(30)]
-    lines[7]["message"]["content"] = "the server listens on port 30000"
-    lines[9]["message"]["content"] = "this box is an H200 node"
-    lines[11]["message"]["content"] = "GPU utilisation stays at 100% during decode"
+    for i, text in texts.items():
+        lines[i]["message"]["content"] = text
     _write(src, lines)
     db = tmp_path / "t.duckdb"
     ingest([src], db=db, build_index=False)
@@ -885,8 +899,7 @@ def test_indexed_search_finds_what_the_index_does_not_keep(
     try:
         if not build_index(con, force=True):
             pytest.skip("DuckDB's fts extension is not installed")
-        assert list(search(con, "utilisation")["source_id"]) == ["u11"]
-        assert list(search(con, query)["source_id"]) == [f"u{line}"]
+        yield con
     finally:
         con.close()
 
@@ -894,31 +907,19 @@ def test_indexed_search_finds_what_the_index_does_not_keep(
 def test_search_ranks_documents_holding_the_whole_phrase_first(tmp_path: Path) -> None:
     """"out of memory" is two stop words and "memory": BM25 alone ranks a document that says
     "memory" often (nvidia-smi queries) above the one OOM; the one holding the phrase leads."""
-    from analytics.store.search import build_index, search
+    from analytics.store.search import search
 
-    src = tmp_path / "s.jsonl"
-    lines = [_cc_line(i) for i in range(30)]
-    for i in (3, 5, 7):
-        lines[i]["message"]["content"] = (
-            "nvidia-smi --query-gpu=memory.used,memory.total: memory used, memory free, memory"
-        )
-    lines[20]["message"]["content"] = (
+    smi = "nvidia-smi --query-gpu=memory.used,memory.total: memory used, memory free, memory"
+    texts = {i: smi for i in (3, 5, 7)}
+    texts[20] = (
         "The decode server died: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
         "2.00 GiB while the rest of the node kept running its other jobs as before without it"
     )
-    _write(src, lines)
-    db = tmp_path / "t.duckdb"
-    ingest([src], db=db, build_index=False)
-    con = duckdb.connect(str(db))
-    try:
-        if not build_index(con, force=True):
-            pytest.skip("DuckDB's fts extension is not installed")
+    with _indexed(tmp_path, texts) as con:
         found = search(con, "Out of  memory")
         assert list(found["source_id"])[0] == "u20"
         assert list(found["score"]) == sorted(found["score"], reverse=True)
         assert set(found["source_id"]) == {"u3", "u5", "u7", "u20"}
-    finally:
-        con.close()
 
 
 def test_paths_as_the_readme_writes_them_start_at_the_home_folder(
