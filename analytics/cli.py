@@ -264,12 +264,20 @@ def _run_with_progress(
 
 
 @app.command()
-def sessions(db: DbOpt = None, limit: Annotated[int, typer.Option(help="Rows to show.")] = 50) -> None:
-    """Table of sessions."""
+def sessions(
+    db: DbOpt = None,
+    limit: Annotated[int, typer.Option(help="Rows to show (0: all).")] = 50,
+) -> None:
+    """Table of sessions, newest first."""
     from analytics.store.frames import sessions_df
 
-    df = sessions_df(_read(db)).head(limit)
-    table = Table(title=f"{len(df)} sessions")
+    every = sessions_df(_read(db))
+    df = every.head(limit) if limit > 0 else every
+    title = f"{len(df):,} sessions"
+    if len(df) < len(every):
+        title = (f"{len(df):,} of {len(every):,} sessions "
+                 "(newest first; --limit N for more, 0 for all)")
+    table = Table(title=title)
     for col in ("session_id", "source_format", "title", "model", "started_at", "n_messages"):
         table.add_column(col, overflow="fold")
     for r in df.astype(object).where(df.notna(), None).itertuples():
@@ -284,14 +292,22 @@ def show(
     db: DbOpt = None,
     tags: Annotated[bool, typer.Option("--tags", help="Only messages that carry tags.")] = False,
     width: Annotated[int, typer.Option(help="Characters of text per message.")] = 200,
+    start: Annotated[int, typer.Option("--from", help="First msg_idx to show.")] = 0,
+    limit: Annotated[int, typer.Option(help="Messages to show (0: all).")] = 200,
 ) -> None:
-    """A session's messages with their tags."""
-    from analytics.store.sessions import resolve_session, session_messages
+    """A session's messages with their tags, a page at a time."""
+    from analytics.store.sessions import count_session_messages, resolve_session, session_messages
 
     con = _read(db)
     sid = resolve_session(con, session, _db(db))
-    df = session_messages(con, sid, only_tagged=tags)
-    out.print(f"[bold]{escape(sid)}[/bold] — {len(df)} messages")
+    what = "tagged messages" if tags else "messages"
+    total = count_session_messages(con, sid, only_tagged=tags)
+    # one row more than asked says whether another page follows
+    df = session_messages(con, sid, only_tagged=tags, start=start,
+                          limit=limit + 1 if limit > 0 else None)
+    more = limit > 0 and len(df) > limit
+    df = df.head(limit) if more else df
+    out.print(f"[bold]{escape(sid)}[/bold] — {total:,} {what}")
     for r in df.itertuples():
         chips = f" [cyan]{r.tags}[/cyan]" if r.tags else ""
         text = (r.text or "").replace("\n", " ⏎ ")[:width]
@@ -299,6 +315,10 @@ def show(
         out.print(f"[dim]{r.msg_idx:>5} {source_id}[/dim] [bold]{r.role}[/bold]{chips}: ",
                   end="", highlight=False)
         out.print(text, markup=False, highlight=False)
+    if more:
+        out.print(f"Showed {len(df):,} of {total:,} {what} (#{df['msg_idx'].iloc[0]}–"
+                  f"#{df['msg_idx'].iloc[-1]}); --from {df['msg_idx'].iloc[-1] + 1} for the next "
+                  "ones, --limit 0 for all.", markup=False, highlight=False)
 
 
 @app.command()

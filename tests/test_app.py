@@ -146,6 +146,25 @@ def test_session_paging(use_db: Path) -> None:
     assert len(heads(at)) == 13
 
 
+def test_session_first_click_after_a_jump_pages(use_db: Path) -> None:
+    """The jump writes ?msg= into the URL; the next run must not read that back as a
+    new link and undo the click (a swallowed first Previous/Next after every jump)."""
+    at = open_page("session", session=S_OC)
+    at.selectbox(key="session-size").set_value(25).run()
+    at.text_input(key="session-jump").input("12477").run()
+    jumped = heads(at)[0]
+    at.button(key="session-first").click().run()
+    assert heads(at)[0].startswith("**#0**"), (jumped, heads(at)[0])
+
+
+def test_picking_another_session_starts_at_its_first_message(use_db: Path) -> None:
+    """A link's ?msg= belongs to the linked session, not to the next one picked."""
+    at = open_page("session", session=S_OC, msg=str(msg_idx(S_OC, "12479")))
+    at.selectbox(key="session-pick").set_value(S_CC).run()
+    assert heads(at)[0].startswith("**#0**"), heads(at)[0]
+    assert "msg" not in at.query_params
+
+
 def test_transcript_text_is_rendered_inert(use_db: Path) -> None:
     at = open_page("session", session=S_CX)
     assert XSS_TEXT in texts(at)
@@ -277,6 +296,15 @@ def test_search_ranks_hits_and_links(use_db: Path) -> None:
     assert set(hits["session_id"]) == {S_OC}
     assert hits["score"].is_monotonic_decreasing
     assert any("out of memory" in t.lower() for t in texts(at))
+
+
+def test_sql_console_says_a_result_was_cut_and_how_to_see_the_rest(use_db: Path) -> None:
+    at = open_page("sql")
+    at.text_area(key="sql-text").input("SELECT * FROM range(20000)").run()
+    at.button(key="sql-run").click().run()
+    assert len(frame(at, "range")) == 10_000
+    note = next(c.value for c in at.caption if "10,000" in c.value and "read-only" not in c.value)
+    assert note.startswith("First 10,000 rows") and "LIMIT" in note and "OFFSET" in note
 
 
 def test_sql_console_runs_and_refuses(use_db: Path) -> None:

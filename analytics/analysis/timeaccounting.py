@@ -93,6 +93,19 @@ polling AS (
     GROUP BY p.session_id
 ),
 {ABORT_EVENTS_CTE},
+activity AS (
+    -- the agent's last activity before each message and the first assistant reply after
+    -- it, as window functions: one pass per session (a correlated subquery per check-in or
+    -- abort re-read the session each time: 17 s on a session of 100k messages)
+    SELECT session_id, msg_idx,
+        max(ts) FILTER (WHERE role IN ('assistant', 'tool')) OVER (
+            PARTITION BY session_id ORDER BY msg_idx
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS agent_before_ts,
+        min(ts) FILTER (WHERE role = 'assistant') OVER (
+            PARTITION BY session_id ORDER BY msg_idx
+            ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS assistant_after_ts
+    FROM messages
+),
 abort_msgs AS (
     SELECT e.session_id, e.msg_idx, e.last_msg_idx, m.ts
     FROM abort_events e JOIN messages m USING (session_id, msg_idx)
@@ -100,12 +113,12 @@ abort_msgs AS (
 ),
 aborts AS (
     SELECT a.session_id, count(*) AS aborts,
-        sum(least(coalesce(date_diff('millisecond', a.ts, (
-            SELECT min(m.ts) FROM messages m
-            WHERE m.session_id = a.session_id AND m.msg_idx > a.last_msg_idx
-              AND m.role = 'assistant' AND m.ts IS NOT NULL
-        )) / 1000.0, 0), {idle_s})) AS lost_after_aborts_s
-    FROM abort_msgs a GROUP BY a.session_id
+        sum(least(coalesce(
+            date_diff('millisecond', a.ts, x.assistant_after_ts) / 1000.0, 0), {idle_s}))
+            AS lost_after_aborts_s
+    FROM abort_msgs a
+    LEFT JOIN activity x ON x.session_id = a.session_id AND x.msg_idx = a.last_msg_idx
+    GROUP BY a.session_id
 ),
 checkin_msgs AS (
     SELECT DISTINCT t.session_id, t.msg_idx, m.ts
@@ -114,17 +127,9 @@ checkin_msgs AS (
 ),
 checkins AS (
     SELECT c.session_id, count(*) AS checkins,
-        avg(latency_s) AS checkin_latency_avg_s,
-        max(latency_s) AS checkin_latency_max_s
-    FROM (
-        SELECT c.session_id, c.msg_idx,
-            date_diff('millisecond', (
-                SELECT max(m.ts) FROM messages m
-                WHERE m.session_id = c.session_id AND m.msg_idx < c.msg_idx
-                  AND m.role IN ('assistant', 'tool') AND m.ts IS NOT NULL
-            ), c.ts) / 1000.0 AS latency_s
-        FROM checkin_msgs c
-    ) c
+        avg(date_diff('millisecond', x.agent_before_ts, c.ts) / 1000.0) AS checkin_latency_avg_s,
+        max(date_diff('millisecond', x.agent_before_ts, c.ts) / 1000.0) AS checkin_latency_max_s
+    FROM checkin_msgs c LEFT JOIN activity x USING (session_id, msg_idx)
     GROUP BY c.session_id
 )
 SELECT s.session_id,

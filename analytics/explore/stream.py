@@ -6,23 +6,45 @@ Sessions can hold 100k messages, so every query reads one window, found by
 
 from __future__ import annotations
 
+from typing import Any
+
 import duckdb
 import pandas as pd
 
-_FILTER = """
-    m.session_id = $sid
-    AND (len($tags) = 0 OR EXISTS (
+_BY_TAG = """
+    EXISTS (
         SELECT 1 FROM tags t
-        WHERE t.session_id = m.session_id AND t.msg_idx = m.msg_idx AND list_contains($tags, t.tag)))
-    AND ($q = '' OR contains(lower(m.text), lower($q)) OR EXISTS (
+        WHERE t.session_id = m.session_id AND t.msg_idx = m.msg_idx AND list_contains($tags, t.tag))
+"""
+_BY_TEXT = """
+    (contains(lower(m.text), lower($q)) OR EXISTS (
         SELECT 1 FROM tool_calls c
         WHERE c.session_id = m.session_id AND c.msg_idx = m.msg_idx
           AND (contains(lower(c.command), lower($q)) OR contains(lower(c.output), lower($q)))))
 """
 
 
-def _params(session_id: str, tags: tuple[str, ...], contains: str) -> dict[str, object]:
-    return {"sid": session_id, "tags": list(tags), "q": contains.strip()}
+def _filter(session_id: str, tags: tuple[str, ...], contains: str) -> tuple[str, dict[str, object]]:
+    """The WHERE clause over ``messages m`` and its parameters, holding only the filters
+    that are set: DuckDB plans a clause like ``len($tags) = 0 OR EXISTS (…)`` as a join
+    over every tag and tool output even when it is off, which made each page of a
+    100k-message session read all of them (0.5 s instead of 0.05 s)."""
+    where: list[str] = ["m.session_id = $sid"]
+    params: dict[str, object] = {"sid": session_id}
+    if tags:
+        where.append(_BY_TAG)
+        params["tags"] = list(tags)
+    if contains.strip():
+        where.append(_BY_TEXT)
+        params["q"] = contains.strip()
+    return " AND ".join(where), params
+
+
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> Any:
+    """The first value of a one-row query, its result read to the end (and so closed,
+    which ``fetchone`` leaves open)."""
+    rows = con.execute(sql, params).fetchall()
+    return rows[0][0] if rows else None
 
 
 def session_info(con: duckdb.DuckDBPyConnection, session_id: str) -> pd.DataFrame:
@@ -52,12 +74,12 @@ def message_window(
 ) -> pd.DataFrame:
     """Up to ``size`` messages with ``msg_idx >= start`` that match the filters,
     with their tags as a list."""
-    params = _params(session_id, tags, contains) | {"start": start, "size": size}
+    where, params = _filter(session_id, tags, contains)
     return con.execute(
         f"""
         WITH w AS (
             SELECT m.* FROM messages m
-            WHERE {_FILTER} AND m.msg_idx >= $start
+            WHERE {where} AND m.msg_idx >= $start
             ORDER BY m.msg_idx LIMIT $size
         )
         SELECT w.msg_idx, w.source_id, w.role, w.ts, w.text, w.error,
@@ -67,7 +89,7 @@ def message_window(
                         []::VARCHAR[]) AS tags
         FROM w ORDER BY w.msg_idx
         """,
-        params,
+        params | {"start": start, "size": size},
     ).df()
 
 
@@ -75,10 +97,9 @@ def count_matching(
     con: duckdb.DuckDBPyConnection, session_id: str, tags: tuple[str, ...] = (), contains: str = ""
 ) -> int:
     """How many of the session's messages match the filters."""
-    row = con.execute(
-        f"SELECT count(*) FROM messages m WHERE {_FILTER}", _params(session_id, tags, contains)
-    ).fetchone()
-    return int(row[0]) if row else 0
+    where, params = _filter(session_id, tags, contains)
+    value = _scalar(con, f"SELECT count(*) FROM messages m WHERE {where}", params)
+    return int(value) if value is not None else 0
 
 
 def previous_start(
@@ -90,17 +111,18 @@ def previous_start(
     contains: str = "",
 ) -> int:
     """The ``start`` of the window of ``size`` matching messages before ``start``."""
-    params = _params(session_id, tags, contains) | {"start": start, "size": size}
-    row = con.execute(
+    where, params = _filter(session_id, tags, contains)
+    value = _scalar(
+        con,
         f"""
         SELECT min(msg_idx) FROM (
             SELECT m.msg_idx FROM messages m
-            WHERE {_FILTER} AND m.msg_idx < $start
+            WHERE {where} AND m.msg_idx < $start
             ORDER BY m.msg_idx DESC LIMIT $size)
         """,
-        params,
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+        params | {"start": start, "size": size},
+    )
+    return int(value) if value is not None else 0
 
 
 def resolve_message(con: duckdb.DuckDBPyConnection, session_id: str, ref: str) -> int | None:

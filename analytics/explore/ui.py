@@ -145,6 +145,14 @@ def follow_param(param: str, key: str) -> bool:
     return True
 
 
+def set_param(param: str, key: str, value: str) -> None:
+    """Write ``param`` into the URL as the page's own state (a jump), marked as seen by
+    :func:`follow_param` for ``key``: else the next run takes it for a new link and
+    undoes whatever the user clicked in between (a swallowed Next after a jump)."""
+    st.query_params[param] = value
+    st.session_state[f"_qp_{key}"] = value
+
+
 def badges(tags: object) -> str:
     """Markdown chips for a list of tag names (names escaped)."""
     names = list(tags) if tags is not None else []  # type: ignore[call-overload]

@@ -25,6 +25,10 @@ from analytics.report.charts import metric_chart
 
 GENERATED_PREFIX = "_Generated at "
 MAX_TIMELINE = 80
+MAX_CLAIMS = 50
+"""Claims written out in full (a paragraph each); a long session makes thousands."""
+MAX_TABLE_ROWS = 250
+"""Rows of the polling-loop and abort tables; the rest stay one SQL query away."""
 KEY_EVENTS = (
     "server_ready",
     "oom",
@@ -314,11 +318,27 @@ def _campaigns(s: _Session, out: Path) -> list[str]:
     return lines
 
 
+def _claims_listed(claims: list[ReadinessClaim]) -> list[ReadinessClaim]:
+    """At most MAX_CLAIMS claims, in message order: the premature ones first (a
+    postmortem's findings), then the earliest of the others."""
+    if len(claims) <= MAX_CLAIMS:
+        return claims
+    ranked = sorted(claims, key=lambda c: (c.verdict != "premature", c.msg_idx))
+    return sorted(ranked[:MAX_CLAIMS], key=lambda c: c.msg_idx)
+
+
 def _claims(s: _Session) -> list[str]:
     lines = ["## Readiness claims", ""]
     if not s.claims:
         return lines + ["None.", ""]
-    for c in s.claims:
+    listed = _claims_listed(s.claims)
+    if len(listed) < len(s.claims):
+        lines += [
+            f"_{len(listed)} of {len(s.claims)} claims: the premature ones first, then the "
+            "earliest; every claim is in the `readiness_claims` table._",
+            "",
+        ]
+    for c in listed:
         lines += [
             f"### {s.ref(c.msg_idx)} ({s.ts(c.msg_idx)}) — **{c.verdict}** ({c.subject})",
             "",
@@ -362,6 +382,15 @@ def _polling(s: _Session) -> list[str]:
             + f"; waited {_duration(s.times.get('polling_wait_s'))} in total.",
             "",
         ]
+        listed = pl
+        if len(pl) > MAX_TABLE_ROWS:
+            listed = pl.sort_values(["waited_s", "msg_idx"], ascending=[False, True],
+                                    na_position="last").head(MAX_TABLE_ROWS).sort_values("msg_idx")
+            lines += [
+                f"_{len(listed)} of {len(pl)} polling loops: the longest waits, in message "
+                "order; every loop is in the `polling_loops` table._",
+                "",
+            ]
         rows = [
             [
                 s.ref(int(r.msg_idx)),
@@ -372,7 +401,7 @@ def _polling(s: _Session) -> list[str]:
                 r.outcome,
                 _short(r.target, 50),
             ]
-            for r in pl.itertuples(index=False)
+            for r in listed.itertuples(index=False)
         ]
         lines += _table(
             [
@@ -401,7 +430,9 @@ def _polling(s: _Session) -> list[str]:
     )
     lines.append("")
     rows = []
-    for first, last in aborts:
+    if len(aborts) > MAX_TABLE_ROWS:
+        lines += [f"_The first {MAX_TABLE_ROWS} of {len(aborts)} user aborts._", ""]
+    for first, last in aborts[:MAX_TABLE_ROWS]:
         follow = next((c for c in checkins if last < c <= last + 3), None)
         rows.append(
             [

@@ -57,21 +57,45 @@ def _ancestors(session_id: str, parents: dict[str, str]) -> set[str]:
 
 
 def session_messages(
-    con: duckdb.DuckDBPyConnection, session_id: str, only_tagged: bool = False
+    con: duckdb.DuckDBPyConnection,
+    session_id: str,
+    only_tagged: bool = False,
+    start: int = 0,
+    limit: int | None = None,
 ) -> pd.DataFrame:
-    """Messages of a session with a comma-joined ``tags`` column."""
-    only = "AND t.tags IS NOT NULL" if only_tagged else ""
+    """Messages of a session with a comma-joined ``tags`` column: those from ``msg_idx``
+    ``start`` on, at most ``limit`` of them (all when None), so that a page of a
+    100k-message session reads that page only."""
+    join = "JOIN" if only_tagged else "LEFT JOIN"
+    cap = "" if limit is None else "LIMIT $limit"
+    params: dict[str, object] = {"s": session_id, "start": start}
+    if limit is not None:
+        params["limit"] = limit
     return con.execute(
         f"""
+        WITH t AS (
+            SELECT msg_idx, string_agg(DISTINCT tag, ',' ORDER BY tag) AS tags
+            FROM tags WHERE session_id = $s AND msg_idx >= $start GROUP BY msg_idx)
         SELECT m.msg_idx, m.source_id, m.role, m.ts, m.text, t.tags
-        FROM messages m
-        LEFT JOIN (SELECT msg_idx, string_agg(DISTINCT tag, ',' ORDER BY tag) AS tags
-                   FROM tags WHERE session_id = $s GROUP BY msg_idx) t USING (msg_idx)
-        WHERE m.session_id = $s {only}
-        ORDER BY m.msg_idx
+        FROM messages m {join} t USING (msg_idx)
+        WHERE m.session_id = $s AND m.msg_idx >= $start
+        ORDER BY m.msg_idx {cap}
         """,
-        {"s": session_id},
+        params,
     ).df()
+
+
+def count_session_messages(
+    con: duckdb.DuckDBPyConnection, session_id: str, only_tagged: bool = False
+) -> int:
+    """How many messages the session has (with ``only_tagged``: that carry a tag)."""
+    sql = (
+        "SELECT count(DISTINCT msg_idx) FROM tags WHERE session_id = ?"
+        if only_tagged
+        else "SELECT count(*) FROM messages WHERE session_id = ?"
+    )
+    rows = con.execute(sql, [session_id]).fetchall()
+    return int(rows[0][0]) if rows else 0
 
 
 def demo_overview(con: duckdb.DuckDBPyConnection) -> str:

@@ -25,6 +25,8 @@ if ui.follow_param("session", "session-pick") and asked and asked not in labels:
 sid: str = st.selectbox(
     "Session", list(labels), format_func=lambda s: labels.get(s, s), key="session-pick"
 )
+if asked and sid != asked:  # picked here: the link's ?msg= was the other session's
+    st.query_params.pop("msg", None)
 st.query_params["session"] = sid
 
 info = ui.query(session_info, sid).iloc[0]
@@ -62,7 +64,7 @@ if jump and state.get("session-jumped") != (sid, jump):
     else:
         state["session-target"] = found
         state["session-start"] = max(found - 2, 0)
-        st.query_params["msg"] = str(found)
+        ui.set_param("msg", "session-target-param", str(found))
 filters = (tuple(tags), contains)
 if state.get("session-filters") != filters:
     if state.get("session-filters") is not None:
@@ -80,10 +82,12 @@ def go(to: int) -> None:
 
 prev_start = ui.query(previous_start, sid, start, size, tuple(tags), contains)
 n1, n2, n3, n4 = st.columns([1, 1, 1, 5])
-n1.button("⏮ First", on_click=go, args=(0,), disabled=start == 0)
-n2.button("◀ Previous", on_click=go, args=(prev_start,), disabled=start == 0)
+n1.button("⏮ First", on_click=go, args=(0,), disabled=start == 0, key="session-first")
+n2.button("◀ Previous", on_click=go, args=(prev_start,), disabled=start == 0, key="session-prev")
 last = int(window["msg_idx"].max()) if not window.empty else start
-n3.button("Next ▶", on_click=go, args=(last + 1,), disabled=len(window) < size)
+n3.button(
+    "Next ▶", on_click=go, args=(last + 1,), disabled=len(window) < size, key="session-next"
+)
 n4.caption(f"{total:,} matching messages; showing {len(window)} from #{start}")
 
 calls = ui.query(tool_calls_between, sid, start, last)

@@ -32,8 +32,13 @@ with left:
         st.session_state["sql-result"] = ui.run_sql(sql)
     result = st.session_state.get("sql-result")
     if result is not None:
-        more = " (truncated)" if result.attrs.get("truncated") else ""
-        st.caption(f"{len(result):,} rows{more}")
+        if result.attrs.get("truncated"):
+            st.caption(
+                f"First {len(result):,} rows: the query returns more. Narrow it with WHERE, "
+                "or page with LIMIT … OFFSET …, or aggregate."
+            )
+        else:
+            st.caption(f"{len(result):,} rows")
         st.dataframe(result, hide_index=True, key="sql-table")
         st.download_button(
             "Download CSV",
