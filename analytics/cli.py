@@ -312,9 +312,10 @@ def show(
         chips = f" [cyan]{r.tags}[/cyan]" if r.tags else ""
         text = (r.text or "").replace("\n", " ⏎ ")[:width]
         source_id = escape(str(r.source_id))
+        # (soft_wrap: a terminal folds the line itself; piped, it stays one line for grep)
         out.print(f"[dim]{r.msg_idx:>5} {source_id}[/dim] [bold]{r.role}[/bold]{chips}: ",
-                  end="", highlight=False)
-        out.print(text, markup=False, highlight=False)
+                  end="", highlight=False, soft_wrap=True)
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
     if more:
         out.print(f"Showed {len(df):,} of {total:,} {what} (#{df['msg_idx'].iloc[0]}–"
                   f"#{df['msg_idx'].iloc[-1]}); --from {df['msg_idx'].iloc[-1] + 1} for the next "

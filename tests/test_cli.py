@@ -107,6 +107,22 @@ def test_unknown_session_is_one_line(tmp_path: Path) -> None:
     assert ok.returncode == 0 and "hello" in ok.stdout
 
 
+def test_show_piped_keeps_each_message_on_one_line(tmp_path: Path) -> None:
+    """``show … | grep`` or ``> file``: no terminal width, so a message must not be folded at
+    80 columns (a grep would find half of it)."""
+    words = " ".join(f"word{i}" for i in range(25))  # (about 170 characters)
+    good = tmp_path / "s.jsonl"
+    good.write_text(json.dumps({
+        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
+        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": words},
+    }) + "\n")
+    db = str(tmp_path / "t.duckdb")
+    assert _run("ingest", str(good), "--db", db, cwd=tmp_path).returncode == 0
+    res = _run("show", "abc", "--db", db, cwd=tmp_path)
+    assert res.returncode == 0
+    assert any(line.endswith(words) and "user" in line for line in res.stdout.splitlines())
+
+
 def test_discover_finds_the_agents_local_stores(tmp_path: Path) -> None:
     import os
     import shutil
