@@ -222,6 +222,12 @@ def _watch(
               rules=rules, reanalyse=reanalyse, workers=workers, exclusive=True)
     except KeyboardInterrupt:
         out.print("stopped", highlight=False)
+    except Exception as exc:
+        from analytics.errors import is_interrupt
+
+        if not is_interrupt(exc):  # (Ctrl-C during a query: DuckDB's RuntimeError)
+            raise
+        out.print("stopped", highlight=False)
 
 
 def _run_with_progress(
@@ -445,10 +451,25 @@ def main() -> None:
     sys.exit(code)
 
 
+INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)."""
+
+
+def _interrupted() -> None:
+    """Ctrl-C: one line saying what it left (an ingest commits file by file)."""
+    err.print(
+        "Interrupted (an ingest keeps the files it finished, each whole: "
+        "run it again to ingest the rest)", markup=False, highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _run() -> int:
     """The command's exit code; an error is shown as one line."""
     try:
         rc = app(standalone_mode=False)
+        if rc == INTERRUPTED:  # (typer returns this code for a KeyboardInterrupt it caught)
+            _interrupted()
         return rc if isinstance(rc, int) else 0
     except AnalyticsError as exc:
         err.print(f"Error: {exc}", markup=False, highlight=False, soft_wrap=True)
@@ -459,9 +480,14 @@ def _run() -> int:
         err.print("Aborted.")
         return 1
     except KeyboardInterrupt:
-        err.print("Interrupted.")
-        return 130
+        _interrupted()
+        return INTERRUPTED
     except Exception as exc:
+        from analytics.errors import is_interrupt
+
+        if is_interrupt(exc):  # (Ctrl-C during a query, e.g. while the search index builds)
+            _interrupted()
+            return INTERRUPTED
         # Usage errors from the (vendored) click parser: shown as click shows them, exit 2.
         show = getattr(exc, "show", None)
         if callable(show) and isinstance(getattr(exc, "exit_code", None), int):

@@ -62,3 +62,17 @@ class SessionNotFoundError(AnalyticsError):
         super().__init__(
             f"{db}: no session matches {session!r}; list them with `transcripts sessions`"
         )
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """``exc`` stands for a Ctrl-C: DuckDB turns a SIGINT that arrives during a query (where
+    an ingest spends much of its time) into ``RuntimeError('Query interrupted')`` caused by
+    the ``KeyboardInterrupt``, and a ROLLBACK after it may fail in turn (context chain)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False

@@ -30,7 +30,7 @@ import duckdb
 import orjson
 
 from analytics import machine
-from analytics.errors import AnalyticsError, DatabaseLockedError
+from analytics.errors import AnalyticsError, DatabaseLockedError, is_interrupt
 from analytics.formats import FORMATS, UTF8_BOM
 from analytics.gcpause import no_cyclic_gc
 from analytics.ingest_pool import (
@@ -41,7 +41,7 @@ from analytics.ingest_pool import (
     remove_dead_pool_folders,
     run_pool,
 )
-from analytics.sources.encoding import transcoded, utf16_codec
+from analytics.sources.encoding import path_text, transcoded, utf16_codec
 from analytics.store.db import connect, default_db, sql_string
 from analytics.timing import report as report_timings
 from analytics.timing import timed
@@ -302,7 +302,7 @@ class Ingestor:
     def ingest_unit(self, path: Path, fmt: str) -> FileResult:
         from analytics.sources.detect import get_module
 
-        key = str(path.resolve())
+        key = path_text(path.resolve())
         size, mtime = fingerprint(path)
         prev = _previous(self.con, key)
         if prev and prev["bytes"] == size and prev["mtime"] == mtime and prev["format"] == fmt:
@@ -665,7 +665,7 @@ def _known_format(fmt: str, stored: Stored, unit: Path) -> str | None:
     if not stored:
         return None
     try:
-        entry = stored.get(str(unit.resolve()))
+        entry = stored.get(path_text(unit.resolve()))
         if entry is None or entry[:2] != fingerprint(unit):
             return None
     except (OSError, RuntimeError):  # (unreadable, a symlink loop: detection says why)
@@ -857,13 +857,15 @@ def _drop_superseded_storage(
     ``<id>@<hash>``). The database, if stored, is forgotten with it and so loaded again:
     its sessions were copies while the folder's held their ids. A folder named in the same
     run as its database stays, as asked."""
-    keys = {str(unit.resolve()) for unit, _, _ in units}
+    # (opencode units only: another unit may not resolve, e.g. a symbolic link loop, which
+    # is reported as such)
+    keys = {path_text(unit.resolve()) for unit, chosen, _ in units if chosen == "opencode"}
     for unit, chosen, _ in units:
         if chosen != "opencode" or unit.suffix != ".db" or not unit.is_file():
             continue
-        storage = str((unit.parent / "storage").resolve())
+        storage = path_text((unit.parent / "storage").resolve())
         if storage in stored and storage not in keys:
-            forgotten = [storage, str(unit.resolve())]
+            forgotten = [storage, path_text(unit.resolve())]
             con.execute("BEGIN TRANSACTION")
             try:
                 for path in forgotten:
@@ -934,6 +936,8 @@ def _ingest_one(ingestor: Ingestor, unit: Path, chosen: str) -> FileResult:
     except AnalyticsError as exc:
         return FileResult(str(unit), chosen, "error", error=str(exc))
     except Exception as exc:
+        if is_interrupt(exc):
+            raise KeyboardInterrupt from exc  # Ctrl-C stops the run, not just this file
         if os.environ.get("TRANSCRIPTS_DEBUG"):
             raise
         first = str(exc).splitlines()[0] if str(exc) else ""
@@ -958,7 +962,7 @@ def _new_units(
         if results[i] is not None or chosen is None:
             continue
         try:
-            key = str(unit.resolve())
+            key = path_text(unit.resolve())
             size, mtime = fingerprint(unit)
         except OSError:
             continue  # (the main process reports it)

@@ -62,7 +62,7 @@ from analytics.sources._jsonl import opt as _opt
 from analytics.sources._jsonl import opt_dict as _opt_dict
 from analytics.sources._jsonl import opt_str as _opt_str
 from analytics.sources.base import session_id as make_session_id
-from analytics.sources.encoding import utf8_bytes
+from analytics.sources.encoding import path_text, utf8_bytes
 
 FORMAT = "claude_code"
 APPENDABLE = True
@@ -332,12 +332,12 @@ def _scan_session_native_id(path: Path) -> str | None:
 
 def _identity(path: Path, line_session: str | None) -> tuple[str, str | None]:
     """(native_id, parent_session_id) for a session or subagent file."""
-    stem = path.stem
+    stem = path_text(path.stem)
     if not stem.startswith("agent-"):
         return line_session or stem, None
     parent = line_session
     if parent is None and path.parent.name == "subagents":
-        parent = path.parent.parent.name
+        parent = path_text(path.parent.parent.name)
     if not parent:
         return stem, None
     return f"{parent}/{stem}", make_session_id(FORMAT, parent)

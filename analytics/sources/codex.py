@@ -67,6 +67,7 @@ from analytics.sources._jsonl import (
     resume_position,
 )
 from analytics.sources.base import session_id as make_session_id
+from analytics.sources.encoding import path_text
 
 FORMAT = "codex"
 APPENDABLE = True
@@ -341,7 +342,7 @@ def _scan_meta(path: Path) -> dict[str, object]:
 
 def _fallback_native_id(path: Path) -> str:
     match = _UUID_IN_NAME.search(path.stem)
-    return match.group(0) if match else path.stem
+    return match.group(0) if match else path_text(path.stem)
 
 
 class _Parser:

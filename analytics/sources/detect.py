@@ -8,6 +8,7 @@ transcript_text), as UTF-8 without a byte order mark (a UTF-16 head transcoded, 
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import re
@@ -76,7 +77,7 @@ def detect_format(path: Path) -> str:
     Raises :class:`UnknownFormatError` (naming the file, listing the formats and saying
     what the content looks like) or :class:`SourceError` when it cannot be read."""
     if not path.exists():
-        raise SourceError(str(path), "no such file or folder")
+        raise SourceError(str(path), _missing(path))
     if path.is_dir():
         opencode = get_module("opencode")
         if opencode.sniff(path, b""):
@@ -95,6 +96,19 @@ def detect_format(path: Path) -> str:
     if utf16_without_bom(head):
         raise SourceError(str(path), NO_BOM)
     raise UnknownFormatError(str(path), list(FORMATS), describe(path, text))
+
+
+def _missing(path: Path) -> str:
+    """Why ``path`` cannot be found: a symbolic link listed in a folder exists as a name,
+    so "no such file" would be wrong about it."""
+    if not path.is_symlink():
+        return "no such file or folder"
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link that loops back on itself; remove it or point it at a file"
+    return f"a symbolic link to {os.readlink(path)}, which does not exist"
 
 
 def _sniff(module: ModuleType, path: Path, head: bytes) -> bool:

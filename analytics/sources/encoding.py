@@ -29,6 +29,17 @@ NO_BOM = (
 )
 
 
+def path_text(path: str | Path) -> str:
+    """``path`` (or a name taken from it) as valid UTF-8 text, to store and compare: a name
+    whose bytes are not UTF-8 (Latin-1 names from an old archive) reaches Python with
+    surrogate escapes, which DuckDB cannot store. Those bytes are written ``\\xNN``, so the
+    same file always gets the same text; other names are returned as they are."""
+    text = str(path)
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def utf16_codec(start: bytes) -> str | None:
     """``utf-16-le``/``utf-16-be`` when ``start`` opens with that byte order mark, else None.
 

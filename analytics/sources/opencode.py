@@ -50,7 +50,7 @@ from analytics.models import (
     ToolStatus,
 )
 from analytics.sources.base import session_id as make_session_id
-from analytics.sources.encoding import NO_BOM, utf8_bytes
+from analytics.sources.encoding import NO_BOM, path_text, utf8_bytes
 
 FORMAT = "opencode"
 APPENDABLE = False
@@ -412,7 +412,7 @@ def _export_sessions(path: Path, ledger: Ledger) -> Iterator[_SessionInput | Qua
         return
     messages = [_export_message(i, m) for i, m in enumerate(doc["messages"])]
     info = _Entry("info", doc.get("info"))
-    yield _SessionInput(info=info, fallback_id=path.stem, messages=messages)
+    yield _SessionInput(info=info, fallback_id=path_text(path.stem), messages=messages)
 
 
 def _export_message(i: int, item: object) -> _MessageInput:
@@ -488,7 +488,7 @@ def _orphan_parts(root: Path, seen: set[str], ledger: Ledger) -> Iterator[Quaran
 
 
 def _read_json(root: Path, file: Path) -> _Entry:
-    location = file.relative_to(root).as_posix()
+    location = path_text(file.relative_to(root).as_posix())
     try:
         data = utf8_bytes(file, file.read_bytes())
     except OSError as exc:

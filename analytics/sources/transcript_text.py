@@ -50,7 +50,7 @@ from analytics.models import (
     ToolStatus,
 )
 from analytics.sources.base import session_id as make_session_id
-from analytics.sources.encoding import open_text
+from analytics.sources.encoding import open_text, path_text
 
 FORMAT = "transcript_text"
 APPENDABLE = False
@@ -105,9 +105,9 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def parse(path: Path, ledger: Ledger, resume: Resume | None = None) -> Iterator[ParsedItem]:
     """Messages of one transcript, streamed line by line; ``resume`` is ignored."""
-    native = path.stem
+    native = path_text(path.stem)
     sid = make_session_id(FORMAT, native)
-    session = Session(session_id=sid, source_format=FORMAT, native_id=native, source_path=str(path))
+    session = Session(session_id=sid, source_format=FORMAT, native_id=native, source_path=path_text(path))
     yield session
     first_ts: datetime | None = None
     last_ts: datetime | None = None

@@ -44,6 +44,30 @@ def _is_lock_error(exc: Exception) -> bool:
     return "lock" in msg and ("conflicting" in msg or "could not set lock" in msg)
 
 
+DUCKDB_MAGIC = b"DUCK"
+"""Bytes 8-11 of every DuckDB database file (after a checksum)."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _refuse_other_files(path: str) -> None:
+    """A file that exists and is not a DuckDB database is refused before DuckDB opens it:
+    DuckDB opens an SQLite file (an agent's ``opencode.db`` given as ``--db`` by mistake)
+    through its sqlite extension, downloading that first, and the schema would then be
+    created inside the agent's own database."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return  # (missing, a folder, unreadable: DuckDB's own error says which)
+    if len(head) < 12 or head[8:12] == DUCKDB_MAGIC:
+        return  # (too short to tell, e.g. being created by another process: DuckDB's call)
+    what = "an SQLite database" if head.startswith(SQLITE_MAGIC) else "not a DuckDB file"
+    raise DatabaseError(
+        f"{path}: {what}, not a transcripts database; point --db at a transcripts database "
+        "or at a new file to create one"
+    )
+
+
 def _open(path: str, read_only: bool, exclusive: bool) -> duckdb.DuckDBPyConnection:
     if read_only or not exclusive or path == ":memory:":
         return duckdb.connect(path, read_only=read_only)
@@ -80,6 +104,8 @@ def connect(
         raise DatabaseError(
             f"{path}: no such database; create it with `transcripts ingest PATH --db {path}`"
         )
+    if path != ":memory:":
+        _refuse_other_files(path)
     deadline = time.monotonic() + wait_s
     delay = 0.05
     while True:
