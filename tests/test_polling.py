@@ -340,3 +340,12 @@ def test_a_poll_with_its_own_patterns_or_aborted_keeps_its_outcome() -> None:
     assert own is not None and own.outcome == "unknown"
     aborted = run("sleep 30; tail -5 /root/sglang.log", SGLANG_READY, status="aborted")
     assert aborted is not None and aborted.outcome == "aborted"
+
+
+def test_a_health_poll_is_not_read_as_a_log() -> None:
+    """A poll that prints a check's answer (a health endpoint's body) names no milestone,
+    even when that body quotes one: only the lines of a log it reads are."""
+    loop = run("sleep 20; curl -s localhost:30000/health", SGLANG_READY)
+    assert loop is not None and loop.outcome == "unknown"
+    logs = run("sleep 20; docker logs --tail 5 sglang", SGLANG_READY)
+    assert logs is not None and logs.outcome == "ready"

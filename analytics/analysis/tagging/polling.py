@@ -274,7 +274,11 @@ def _first_marker(marker: str | None, text: str) -> int:
     return m.start() if m else -1
 
 
-def _outcome(call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out: str) -> str:
+def _outcome(
+    call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out: str, reads_log: bool
+) -> str:
+    """``reads_log``: the loop reads a log (``_reads_log``), whose server milestones tell
+    the outcome when the loop names no pattern of its own."""
     success, failure, s_mark, f_mark = pats
     s_pos = _first_marker(s_mark, out)
     f_pos = _first_marker(f_mark, out)
@@ -294,9 +298,23 @@ def _outcome(call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out
         lines = _iteration_lines(out)
         if lines >= shape.max_iterations:
             return "timeout"
-    if not any(pats):
+    if reads_log and not any(pats):
         return _implied_outcome(out)
     return "unknown"
+
+
+LOG_READERS = frozenset({"tail", "cat", "head", "grep", "egrep", "rg", "journalctl", "less"})
+"""Programs that print a log's lines (as ``docker logs`` and ``kubectl logs`` do)."""
+
+
+def _reads_log(script: ShellScript) -> bool:
+    """The command prints a log (``tail -5 server.log``, ``docker logs ctr``), not the answer
+    of a check (a health endpoint's body, a process list): only a log's lines are milestones."""
+    for c in script.commands:
+        core = core_words(c.words)
+        if c.name in LOG_READERS or (c.name in ("docker", "podman", "kubectl") and "logs" in core):
+            return True
+    return False
 
 
 _STEADY_EVENTS = frozenset({"health_ok", "models_ok", "uvicorn_running", "process_alive"})
@@ -305,7 +323,7 @@ any other event that is neither ready nor a failure is a step of a start-up in p
 
 
 def _implied_outcome(out: str) -> str:
-    """The outcome of a poll that names no pattern of its own (``sleep 30; tail -3
+    """The outcome of a poll of a log that names no pattern of its own (``sleep 30; tail -3
     server.log``) from the last server milestone its output shows: ``ready`` after a ready
     line (SGLang's "fired up" or its warm-up request answered, vLLM's API server up),
     ``failed`` after a crash or an OOM (the events the readiness audit reads as such), else
@@ -395,7 +413,7 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
         "target": _target(script),
         "success_pattern": pats[0],
         "failure_pattern": pats[1],
-        "outcome": _outcome(call, shape, pats, out),
+        "outcome": _outcome(call, shape, pats, out, _reads_log(script)),
         "waited_s": _waited(call, shape, out),
     }, _LOOP_FIELDS)
 
