@@ -31,6 +31,37 @@ def of(items: list[ParsedItem], kind: type) -> list:
     return [i for i in items if isinstance(i, kind)]
 
 
+def resumed_equals_whole(module: ModuleType, source: Path, path: Path, cut: int) -> None:
+    """Parsing the first ``cut`` lines of ``source`` at ``path``, then the rest from where
+    that stopped (``source`` copied over ``path``, as a live file grows), gives the items of
+    one parse of the whole file: messages, tool calls once their results came, the records
+    read and the session."""
+    import shutil
+
+    from analytics.models import Message, Session, ToolCall, ToolResult
+
+    lines = source.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join(lines[:cut]) + b"\n")
+    first, ledger1 = run(module, path)
+    shutil.copy(source, path)
+    resume = Resume(offset=ledger1.end_offset, line=ledger1.end_line, state=ledger1.state)
+    second, ledger2 = run(module, path, resume)
+    full, ledger_full = run(module, source)
+
+    assert of(first, Message) + of(second, Message) == of(full, Message)
+    calls = {c.call_id: c for c in of(first, ToolCall) + of(second, ToolCall)}
+    for result in of(second, ToolResult):
+        if calls[result.call_id].status == "running":
+            update = result.model_dump(exclude={"session_id", "call_id"})
+            calls[result.call_id] = calls[result.call_id].model_copy(update=update)
+    assert calls == {c.call_id: c for c in of(full, ToolCall)}
+    assert ledger1.records_read + ledger2.records_read == ledger_full.records_read
+    ignore = {"source_path"}
+    assert of(second, Session)[-1].model_dump(exclude=ignore) == of(full, Session)[-1].model_dump(
+        exclude=ignore
+    )
+
+
 def non_blank_lines(path: Path) -> int:
     return sum(1 for line in path.read_bytes().split(b"\n") if line.strip())
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from _samples import SHARED_SAMPLES, non_blank_lines, of, run
+from _samples import SHARED_SAMPLES, non_blank_lines, of, resumed_equals_whole, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -175,27 +174,7 @@ def test_empty_and_truncated(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cut", [1, 9, 12, 25, 36, 41])
 def test_resume_matches_full_parse(tmp_path: Path, cut: int) -> None:
-    path = tmp_path / ROLLOUT.name
-    lines = ROLLOUT.read_bytes().split(b"\n")
-    path.write_bytes(b"\n".join(lines[:cut]) + b"\n")
-    first, ledger1 = parse(path)
-    shutil.copy(ROLLOUT, path)
-    resume = Resume(offset=ledger1.end_offset, line=ledger1.end_line, state=ledger1.state)
-    second, ledger2 = parse(path, resume)
-    full, ledger_full = parse(ROLLOUT)
-
-    assert of(first, Message) + of(second, Message) == of(full, Message)
-    calls = {c.call_id: c for c in of(first, ToolCall) + of(second, ToolCall)}
-    for result in of(second, ToolResult):
-        if calls[result.call_id].status == "running":
-            update = result.model_dump(exclude={"session_id", "call_id"})
-            calls[result.call_id] = calls[result.call_id].model_copy(update=update)
-    assert calls == {c.call_id: c for c in of(full, ToolCall)}
-    assert ledger1.records_read + ledger2.records_read == ledger_full.records_read
-    ignore = {"source_path"}
-    assert of(second, Session)[-1].model_dump(exclude=ignore) == of(full, Session)[-1].model_dump(
-        exclude=ignore
-    )
+    resumed_equals_whole(codex, ROLLOUT, tmp_path / ROLLOUT.name, cut)
 
 
 def test_sniff() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from _samples import of, run
+from _samples import of, resumed_equals_whole, run
 
 from analytics.errors import UnknownFormatError
 from analytics.ingest import ingest
@@ -29,7 +29,6 @@ from analytics.models import (
     Resume,
     Session,
     ToolCall,
-    ToolResult,
 )
 from analytics.sources import claude_code, codex
 from analytics.sources.detect import detect_format
@@ -244,27 +243,8 @@ def test_state_line_with_a_previous_response_id(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cut", [1, 2, 6, 8, 10, 12, 16])
 def test_resume_matches_full_parse(legacy: Path, tmp_path: Path, cut: int) -> None:
-    path = tmp_path / "live" / NAME
-    path.parent.mkdir()
-    lines = legacy.read_bytes().split(b"\n")
-    path.write_bytes(b"\n".join(lines[:cut]) + b"\n")
-    first, ledger1 = parse(path)
-    shutil.copy(legacy, path)
-    resume = Resume(offset=ledger1.end_offset, line=ledger1.end_line, state=ledger1.state)
-    second, ledger2 = parse(path, resume)
-    full, ledger_full = parse(legacy)
-
-    assert of(first, Message) + of(second, Message) == of(full, Message)
-    calls = {c.call_id: c for c in of(first, ToolCall) + of(second, ToolCall)}
-    for result in of(second, ToolResult):
-        update = result.model_dump(exclude={"session_id", "call_id"})
-        calls[result.call_id] = calls[result.call_id].model_copy(update=update)
-    assert calls == {c.call_id: c for c in of(full, ToolCall)}
-    assert ledger1.records_read + ledger2.records_read == ledger_full.records_read
-    exclude = {"source_path"}
-    assert of(second, Session)[-1].model_dump(exclude=exclude) == of(full, Session)[-1].model_dump(
-        exclude=exclude
-    )
+    (tmp_path / "live").mkdir()
+    resumed_equals_whole(codex, legacy, tmp_path / "live" / NAME, cut)
 
 
 def _rows(db: Path, query: str) -> list[tuple]:

@@ -86,6 +86,17 @@ class SessionBuilder:
         )
         return call_id
 
+    def rejected_call(self, idx: int, command: str, minutes: float, at: float) -> tuple[int, int]:
+        """One interruption as Claude Code writes it: the call of message ``idx`` aborted,
+        then at ``at`` minutes the rejected tool result and "[Request interrupted by user for
+        tool use]", both tagged ``user_abort``; returns their msg_idx."""
+        self.call(idx, command, "", minutes, duration_s=90, status="aborted")
+        rejected = self.msg("tool", "The user doesn't want to proceed with this tool use.", at)
+        self.tag(rejected, "user_abort", "doesn't want to proceed")
+        marker = self.msg("user", "[Request interrupted by user for tool use]", at)
+        self.tag(marker, "user_abort", "[Request interrupted by user for tool use]")
+        return rejected, marker
+
     def tag(self, idx: int, tag: str, evidence: str = "", start_char: int | None = None) -> None:
         self.tags.append(
             dict(
