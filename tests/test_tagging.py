@@ -590,3 +590,16 @@ def test_readiness_again_and_works(tagger: Tagger, tag: str, text: str, expected
 ))
 def test_checkin_without_question_mark_or_after_k(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
     assert has(tagger, ctx("user", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "user_checkin",
+    ["listo?", "¿listo?", "¿y?", "fertig?", "und?", "c'est bon ?", "alors ?", "готово?", "ну?",
+     "好了吗？", "好了沒?", "怎么样了?", "できた？", "終わった?", "됐어?", "pronto?", "klaar?"],
+    ["listo, ahora corre el benchmark?", "fertig? dann starte den Server neu", "готово, теперь запусти тест",
+     "pronto", "好了吗？然后跑一下基准测试"],
+))
+def test_checkins_in_other_languages(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """"ready?" as people type it in their own language, short and with nothing else to do;
+    a check-in followed by an instruction is an instruction."""
+    assert has(tagger, ctx("user", text), tag) is expected
