@@ -315,7 +315,8 @@ def show(
     df = df.head(limit) if more else df
     out.print(f"[bold]{escape(sid)}[/bold] — {total:,} {what}")
     for r in df.itertuples():
-        chips = f" [cyan]{r.tags}[/cyan]" if r.tags else ""
+        # (a NULL ``tags`` reads as NaN, which is truthy, where other rows have tags)
+        chips = f" [cyan]{r.tags}[/cyan]" if isinstance(r.tags, str) and r.tags else ""
         text = (r.text or "").replace("\n", " ⏎ ")[:width]
         source_id = escape(str(r.source_id))
         # (soft_wrap: a terminal folds the line itself; piped, it stays one line for grep)

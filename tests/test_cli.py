@@ -123,6 +123,22 @@ def test_show_piped_keeps_each_message_on_one_line(tmp_path: Path) -> None:
     assert any(line.endswith(words) and "user" in line for line in res.stdout.splitlines())
 
 
+
+def test_show_prints_no_tag_chip_for_an_untagged_message(tmp_path: Path) -> None:
+    """A message without tags has a NULL ``tags``; pandas 3 reads it as NaN, which is truthy
+    and printed as a ``nan`` tag."""
+    good = tmp_path / "s.jsonl"
+    good.write_text("".join(json.dumps({
+        "type": "user", "uuid": f"u{i}", "sessionId": "abc", "parentUuid": None,
+        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": text},
+    }) + "\n" for i, text in enumerate(["hello", "ok?"])))
+    db = str(tmp_path / "t.duckdb")
+    assert _run("ingest", str(good), "--db", db, cwd=tmp_path).returncode == 0
+    res = _run("show", "abc", "--db", db, cwd=tmp_path)
+    assert res.returncode == 0
+    assert [line.split()[2:] for line in res.stdout.splitlines()[1:]] == [
+        ["user:", "hello"], ["user", "user_checkin:", "ok?"]]
+
 def test_discover_finds_the_agents_local_stores(tmp_path: Path) -> None:
     import os
     import shutil

@@ -429,3 +429,211 @@ def test_records_built_without_validation_are_those_pydantic_builds() -> None:
                 assert item.model_fields_set <= again.model_fields_set, path
                 checked += 1
     assert checked > 100
+
+
+# --- recent Claude Code line shapes (2.x): built in tmp_path -------------------------
+
+_ENV = {"sessionId": "recent-1", "version": "2.1.112", "cwd": "/srv", "isSidechain": False}
+
+
+def _recent(tmp_path: Path, *lines: dict[str, object]) -> dict[str, Message]:
+    """Messages (by uuid) of a session file holding ``lines`` (each given the envelope)."""
+    path = tmp_path / "recent-1.jsonl"
+    path.write_text("".join(json.dumps({**_ENV, **line}) + "\n" for line in lines))
+    items, _ = parse(path)
+    return {m.source_id: m for m in of(items, Message)}
+
+
+def test_redacted_thinking_line_is_reasoning_not_an_empty_reply(tmp_path: Path) -> None:
+    # Claude Code writes one content block per line; an encrypted thinking block
+    # ({"type": "redacted_thinking", "data": ...}, Anthropic Messages API) is reasoning too
+    msgs = _recent(
+        tmp_path,
+        {
+            "type": "assistant",
+            "uuid": "r1",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}],
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "r2",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "redacted_thinking", "data": "x"},
+                    {"type": "text", "text": "Done."},
+                ],
+            },
+        },
+    )
+    assert (msgs["r1"].native_type, msgs["r1"].text) == (
+        "assistant/thinking",
+        "[redacted thinking]",
+    )
+    assert (msgs["r2"].native_type, msgs["r2"].text) == ("assistant", "Done.")
+
+
+def test_api_error_retry_line_carries_the_error(tmp_path: Path) -> None:
+    # {"type":"system","subtype":"api_error","level":"error","error":{...},"retryAttempt":1,...}:
+    # each failed API request Claude Code retries; the line has no content
+    msgs = _recent(
+        tmp_path,
+        {
+            "type": "system",
+            "uuid": "e1",
+            "subtype": "api_error",
+            "level": "error",
+            "error": {
+                "status": 529,
+                "headers": {},
+                "requestID": None,
+                "error": {
+                    "type": "error",
+                    "error": {"type": "overloaded_error", "message": "Overloaded"},
+                },
+            },
+            "retryInMs": 558.9,
+            "retryAttempt": 1,
+            "maxRetries": 10,
+        },
+        {
+            "type": "system",
+            "uuid": "e2",
+            "subtype": "api_error",
+            "level": "error",
+            "error": {"cause": {"code": "FailedToOpenSocket", "path": "https://api.anthropic.com"}},
+            "retryAttempt": 3,
+            "maxRetries": 10,
+        },
+        {
+            "type": "system",
+            "uuid": "e3",
+            "subtype": "api_error",
+            "level": "error",
+            "retryAttempt": 2,
+            "maxRetries": 10,
+        },
+        {
+            "type": "system",
+            "uuid": "i1",
+            "subtype": "informational",
+            "level": "warning",
+            "content": "Remote Control disconnected",
+        },
+    )
+    assert msgs["e1"].role == "system"
+    assert msgs["e1"].error == "API error 529: Overloaded (retry 1/10)"
+    assert msgs["e2"].error == "API error: FailedToOpenSocket (retry 3/10)"
+    assert msgs["e3"].error == "API error (retry 2/10)"
+    assert msgs["i1"].error is None and msgs["i1"].text == "Remote Control disconnected"
+
+
+def test_command_output_in_a_user_line_is_not_the_users(tmp_path: Path) -> None:
+    # before 2.1 Claude Code wrote a slash command's output (and a `!` command's) as a user
+    # line, later as a system/local_command line: either way nobody typed it
+    msgs = _recent(
+        tmp_path,
+        {
+            "type": "user",
+            "uuid": "c1",
+            "message": {
+                "role": "user",
+                "content": "<command-name>/cost</command-name>\n<command-message>cost</command-message>\n"
+                "<command-args></command-args>",
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "c2",
+            "message": {
+                "role": "user",
+                "content": "<local-command-stdout>Total cost: $0.42</local-command-stdout>",
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "c3",
+            "message": {
+                "role": "user",
+                "content": "<bash-stdout>hello</bash-stdout><bash-stderr></bash-stderr>",
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "c4",
+            "message": {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "<local-command-stderr>Error: no MCP server</local-command-stderr>",
+                    }
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "c5",
+            "message": {
+                "role": "user",
+                "content": "<local-command-caveat>Caveat: generated locally.</local-command-caveat>",
+            },
+        },
+        {
+            "type": "system",
+            "uuid": "c6",
+            "subtype": "local_command",
+            "content": "<local-command-stdout>Set model to opus</local-command-stdout>",
+        },
+        {
+            "type": "user",
+            "uuid": "u1",
+            "message": {
+                "role": "user",
+                "content": "<bash-stdout>1 error</bash-stdout>\nwhy does it fail?",
+            },
+        },
+    )
+    assert msgs["c1"].role == "user"  # the user typed /cost
+    assert [msgs[k].role for k in ("c2", "c3", "c4", "c5", "c6")] == ["system"] * 5
+    assert msgs["c2"].native_type == "user"
+    assert msgs["u1"].role == "user"  # the user wrote something of their own
+
+
+def test_recent_lines_tagged_end_to_end(tmp_path: Path) -> None:
+    """An API failure is an ``error`` (each retried attempt and the final one); a
+    check-in stays one when a local command's output follows it; Claude Code's own lines
+    (meta, command output, compaction summary) are no check-ins."""
+    import duckdb
+
+    from analytics.ingest import ingest
+
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    lines = [
+        {"type": "user", "uuid": "m1", "isMeta": True, "message": {"content": "Is it ready? Done?"}},
+        {"type": "system", "uuid": "e1", "subtype": "api_error", "level": "error",
+         "error": {"status": 529, "message": "overloaded"}, "retryAttempt": 1, "maxRetries": 10},
+        {"type": "assistant", "uuid": "e2", "isApiErrorMessage": True,
+         "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 529 Overloaded"}]}},
+        {"type": "user", "uuid": "k1", "message": {"content": "is it up?"}},
+        {"type": "user", "uuid": "c1", "message": {"content": "<command-name>/cost</command-name>"}},
+        {"type": "user", "uuid": "c2", "message": {"content": "<local-command-stdout>ok? done?</local-command-stdout>"}},
+        {"type": "user", "uuid": "s1", "isCompactSummary": True, "message": {"content": "User asked: ready?"}},
+    ]  # fmt: skip
+    path = folder / "recent-1.jsonl"
+    path.write_text("".join(json.dumps({**_ENV, **line}) + "\n" for line in lines))
+    db = tmp_path / "t.duckdb"
+    assert not ingest([folder], db=db, workers=1).errors
+    con = duckdb.connect(str(db), read_only=True)
+    tagged = con.execute(
+        "SELECT m.source_id, t.tag FROM tags t JOIN messages m USING (session_id, msg_idx)"
+        " ORDER BY m.msg_idx, t.tag"
+    ).fetchall()
+    roles = dict(con.execute("SELECT source_id, role FROM messages").fetchall())
+    con.close()
+    assert tagged == [("e1", "error"), ("e2", "error"), ("k1", "user_checkin")]
+    assert (roles["m1"], roles["c1"], roles["c2"]) == ("system", "user", "system")

@@ -6,11 +6,18 @@ kept as a ``RawRecord``. Choices a reader of the tables should know:
 - role: assistant lines -> ``assistant``; system lines -> ``system``; user lines
   carrying ``tool_result`` blocks -> ``tool`` (text = the result text); user lines
   flagged ``isMeta`` (injected caveats, skill bodies) -> ``system``; other user
-  lines -> ``user`` (text blocks joined with newlines, images as ``[image]``).
+  lines -> ``user`` (text blocks joined with newlines, images as ``[image]``). A user
+  line holding nothing but the output of a local command (``<local-command-stdout>``,
+  ``<bash-stdout>`` … wrappers: what 2.1 writes as a ``system``/``local_command`` line)
+  is ``system`` too: Claude Code wrote it, the user did not.
 - assistant text is the joined text blocks. Claude Code writes one content block
   per line, so a line with only ``thinking`` blocks gets the thinking as its text
-  and ``native_type = "assistant/thinking"`` (filter on it to drop reasoning).
+  and ``native_type = "assistant/thinking"`` (filter on it to drop reasoning); an
+  encrypted ``redacted_thinking`` block reads ``[redacted thinking]``.
   A tool_use-only line has text ``""``.
+- ``error`` is set on an ``isApiErrorMessage`` assistant line (the request failed for
+  good) and on a ``system``/``api_error`` line (one failed attempt Claude Code retries:
+  ``API error 529: Overloaded (retry 1/10)``).
 - a ``ToolCall`` is yielded when its ``tool_result`` arrives; calls still open at
   the end of the file are yielded with status ``running`` and remembered in
   ``ledger.state`` so a resumed parse yields a ``ToolResult`` for them.
@@ -89,6 +96,14 @@ REJECTION_PREFIXES = (
 )
 INTERRUPTED_FOR_TOOL = "[Request interrupted by user for tool use]"
 _EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
+REDACTED_THINKING = "[redacted thinking]"
+_COMMAND_OUTPUT = re.compile(
+    r"\s*(?:<(local-command-stdout|local-command-stderr|local-command-caveat|bash-stdout"
+    r"|bash-stderr)>.*?</\1>\s*)+",
+    re.DOTALL,
+)
+"""A user line made only of these wrappers is output Claude Code wrote for a local command
+(slash command, ``!`` shell command), not words of the user."""
 _SNIFF_TYPE = re.compile(
     rb'"type"\s*:\s*"(user|assistant|system|summary|file-history-snapshot|queue-operation)"'
 )
@@ -231,6 +246,8 @@ def _extract(obj: dict[str, object]) -> _Line:
     if rtype == "system":
         content = obj.get("content", message.get("content"))
         line.text = content if isinstance(content, str) else _result_text(content)
+        if obj.get("subtype") == "api_error":
+            line.error = _api_error(obj)
     elif rtype == "assistant":
         _fill_assistant(line, message)
         if obj.get("isApiErrorMessage") is True:
@@ -253,6 +270,8 @@ def _fill_assistant(line: _Line, message: dict[str, object]) -> None:
             texts.append(_opt_str(block, "text") or "")
         elif btype == "thinking":
             thinking.append(_opt_str(block, "thinking") or "")
+        elif btype == "redacted_thinking":
+            thinking.append(REDACTED_THINKING)
         elif btype == "tool_use":
             line.uses.append(_tool_use(block))
     if texts:
@@ -289,12 +308,42 @@ def _fill_user(line: _Line, message: dict[str, object], is_meta: bool) -> None:
             text_or_none = _block_text(block)
             if text_or_none is not None:
                 texts.append(text_or_none)
+    line.text = "\n".join([r.text for r in line.results] + texts)
     if line.results:
         line.role = "tool"
-        texts = [r.text for r in line.results] + texts
+    elif is_meta or _COMMAND_OUTPUT.fullmatch(line.text):
+        line.role = "system"
     else:
-        line.role = "system" if is_meta else "user"
-    line.text = "\n".join(texts)
+        line.role = "user"
+
+
+def _api_error(obj: dict[str, object]) -> str:
+    """``API error <status>: <message> (retry n/max)`` of a system api_error line, from
+    what it has: the error object comes in several shapes (an HTTP error with a nested
+    body, a network ``cause`` with a ``code``) or not at all."""
+    err = obj.get("error")
+    status = err.get("status") if isinstance(err, dict) else None
+    head = f"API error {status}" if isinstance(status, int) else "API error"
+    detail = _first_str(err, "message") or _first_str(err, "code")
+    text = f"{head}: {detail}" if detail else head
+    attempt, most = obj.get("retryAttempt"), obj.get("maxRetries")
+    if isinstance(attempt, int):
+        text += f" (retry {attempt}/{most})" if isinstance(most, int) else f" (retry {attempt})"
+    return text
+
+
+def _first_str(value: object, key: str, depth: int = 4) -> str | None:
+    """The first non-empty string under ``key`` in nested objects (depth first)."""
+    if not isinstance(value, dict) or depth == 0:
+        return None
+    found = value.get(key)
+    if isinstance(found, str) and found:
+        return found
+    for child in value.values():
+        inner = _first_str(child, key, depth - 1)
+        if inner:
+            return inner
+    return None
 
 
 def outcome(text: str, is_error: bool, tool_use_result: object) -> tuple[ToolStatus, int | None]:
