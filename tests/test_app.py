@@ -591,3 +591,24 @@ def test_an_interruption_written_as_several_records_is_one_abort(tmp_path: Path)
     assert "[Request interrupted by user for tool use]" in ab["abort_text"].iloc[0]
     assert sessions_overview(con)["aborts"].tolist() == [2]
     con.close()
+
+
+def test_a_tool_call_without_a_command_shows_its_input_not_nan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Read or Edit call has no shell command (NULL, which pandas reads as NaN, a true
+    value): the Session page shows its input, never the text "nan"."""
+    from _samples import SHARED_SAMPLES
+
+    from analytics.ingest import ingest
+
+    sample = SHARED_SAMPLES / "claude_code" / "ccl_37f83ec9_v1.0.51_interrupts.jsonl"
+    if not sample.exists():
+        pytest.skip("shared samples absent")
+    db = tmp_path / "t.duckdb"
+    assert not ingest([sample], db=db, build_index=False, workers=1).errors
+    monkeypatch.setenv("TRANSCRIPTS_DB", str(db))
+    at = open_page("session", session="claude_code:37f83ec9-f2ea-42a9-925e-0d5c105cb6e8")
+    shown = [c.value.strip() for c in at.code]
+    assert shown and "nan" not in shown
+    assert any('"file_path"' in value for value in shown)  # a Read call's input

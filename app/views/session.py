@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from analytics.analysis.literals import text_of
 from analytics.explore import ui
 from analytics.explore.stream import (
     count_matching,
@@ -104,8 +105,9 @@ for m in window.itertuples():
         ui.show_text(m.text)
         for c in calls[calls["msg_idx"] == m.msg_idx].itertuples():
             with st.expander(ui.tool_label(c.tool, c.status, c.exit_code, c.duration_s)):
-                st.code(str(c.command or c.input or ""), language="bash", wrap_lines=True)
-                out = str(c.output or "")
+                # (a NULL reads as NaN, a true value: "nan" would stand for a Read call's input)
+                st.code(text_of(c.command) or text_of(c.input), language="bash", wrap_lines=True)
+                out = text_of(c.output)
                 st.code(
                     out[:OUTPUT_CHARS] + (" …" if len(out) > OUTPUT_CHARS else ""),
                     language=None,
