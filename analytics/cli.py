@@ -326,7 +326,7 @@ def show(
     if more:
         out.print(f"Showed {len(df):,} of {total:,} {what} (#{df['msg_idx'].iloc[0]}–"
                   f"#{df['msg_idx'].iloc[-1]}); --from {df['msg_idx'].iloc[-1] + 1} for the next "
-                  "ones, --limit 0 for all.", markup=False, highlight=False)
+                  "ones, --limit 0 for all.", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -107,9 +107,12 @@ def test_unknown_session_is_one_line(tmp_path: Path) -> None:
     assert ok.returncode == 0 and "hello" in ok.stdout
 
 
-def test_show_piped_keeps_each_message_on_one_line(tmp_path: Path) -> None:
-    """``show … | grep`` or ``> file``: no terminal width, so a message must not be folded at
-    80 columns (a grep would find half of it)."""
+def test_show_piped_keeps_each_message_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``show … | grep`` or ``> file``: no terminal width, so a message (or the note on the
+    next page) must not be folded at 80 columns (a grep would find half of it)."""
+    monkeypatch.setenv("COLUMNS", "40")
     words = " ".join(f"word{i}" for i in range(25))  # (about 170 characters)
     good = tmp_path / "s.jsonl"
     good.write_text(json.dumps({
@@ -121,6 +124,15 @@ def test_show_piped_keeps_each_message_on_one_line(tmp_path: Path) -> None:
     res = _run("show", "abc", "--db", db, cwd=tmp_path)
     assert res.returncode == 0
     assert any(line.endswith(words) and "user" in line for line in res.stdout.splitlines())
+    second = tmp_path / "t.jsonl"
+    second.write_text(good.read_text() + json.dumps({
+        "type": "user", "uuid": "u2", "sessionId": "abc", "parentUuid": "u1",
+        "timestamp": "2026-01-01T00:01:00Z", "message": {"role": "user", "content": "ok?"},
+    }) + "\n")
+    db2 = str(tmp_path / "t2.duckdb")
+    assert _run("ingest", str(second), "--db", db2, cwd=tmp_path).returncode == 0
+    paged = _run("show", "abc", "--db", db2, "--limit", "1", cwd=tmp_path)
+    assert "--from 1 for the next ones, --limit 0 for all." in paged.stdout.splitlines()[-1]
 
 
 
