@@ -302,6 +302,7 @@ def show(
     limit: Annotated[int, typer.Option(help="Messages to show (0: all).")] = 200,
 ) -> None:
     """A session's messages with their tags, a page at a time."""
+    from analytics.analysis.literals import text_of
     from analytics.store.sessions import count_session_messages, resolve_session, session_messages
 
     con = _read(db)
@@ -315,9 +316,9 @@ def show(
     df = df.head(limit) if more else df
     out.print(f"[bold]{escape(sid)}[/bold] — {total:,} {what}")
     for r in df.itertuples():
-        # (a NULL ``tags`` reads as NaN, which is truthy, where other rows have tags)
-        chips = f" [cyan]{r.tags}[/cyan]" if isinstance(r.tags, str) and r.tags else ""
-        text = (r.text or "").replace("\n", " ⏎ ")[:width]
+        names = text_of(r.tags)  # (a NULL reads as NaN, a true value)
+        chips = f" [cyan]{names}[/cyan]" if names else ""
+        text = text_of(r.text).replace("\n", " ⏎ ")[:width]
         source_id = escape(str(r.source_id))
         # (soft_wrap: a terminal folds the line itself; piped, it stays one line for grep)
         out.print(f"[dim]{r.msg_idx:>5} {source_id}[/dim] [bold]{r.role}[/bold]{chips}: ",

@@ -15,3 +15,12 @@ UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
 """UTF-16 byte order marks and their codecs. Windows writes UTF-16 LE with a BOM (PowerShell 5's
 ``>`` redirection, Notepad's "Unicode"); some tools write BE. Readers go through
 ``analytics.sources.encoding``, which hands them such a file as UTF-8."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file (opencode's ``opencode.db``): the opencode
+reader recognises its database by them, and the store refuses such a file as ``--db``."""
+
+CODEX_EXEC_HEADER = r"Chunk ID: [^\n]*\n(?:[^\n]*\n){0,6}?Output:\n"
+"""The header Codex writes before a command's output (chunk id, wall time, exit code, token
+count, then ``Output:``; FORMATS.md): the stored output keeps it, readers of what the command
+printed skip it."""

@@ -32,6 +32,7 @@ import pandas as pd
 
 from analytics.analysis.degenerate import is_degenerate
 from analytics.analysis.literals import Gated, lowered, text_of
+from analytics.formats import CODEX_EXEC_HEADER
 from analytics.models import ReadinessClaim
 
 if TYPE_CHECKING:
@@ -125,9 +126,7 @@ def _short(text: str, n: int = 70) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-_EXEC_HEADER = re.compile(r"Chunk ID: [^\n]*\n(?:[^\n]*\n){0,6}?Output:\n")
-"""The header Codex puts before a command's output (chunk id, wall time, exit code, token
-count, then ``Output:``): not the command's words."""
+_EXEC_HEADER = re.compile(CODEX_EXEC_HEADER)
 
 
 def command_output(output: str) -> str:

@@ -39,6 +39,10 @@ def streamlit_command(port: int, headless: bool = True) -> list[str]:
     ]
 
 
+STOP_WAIT_S = 10.0
+"""How long streamlit is given to stop after Ctrl-C or a terminate."""
+
+
 def run_app(db: str, port: int, headless: bool = True) -> int:
     """Run the explorer on ``db`` until interrupted; return streamlit's exit code.
 
@@ -72,6 +76,3 @@ def run_app(db: str, port: int, headless: bool = True) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
-
-STOP_WAIT_S = 10.0
-"""How long streamlit is given to stop after Ctrl-C or a terminate."""

@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from analytics.errors import SourceError
-from analytics.formats import UTF8_BOM
+from analytics.formats import SQLITE_MAGIC, UTF8_BOM
 from analytics.models import (
     Ledger,
     Message,
@@ -55,7 +55,6 @@ from analytics.sources.encoding import NO_BOM, path_text, utf8_bytes
 FORMAT = "opencode"
 APPENDABLE = False
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 SHELL_TOOLS = frozenset({"bash", "shell"})
 TEXT_PARTS = frozenset({"text"})
 RAW_PARTS = frozenset(

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 
 from analytics.errors import DatabaseError, DatabaseLockedError
+from analytics.formats import SQLITE_MAGIC
 from analytics.store.migrations import migrate
 
 DEFAULT_DB = "transcripts.duckdb"
@@ -46,7 +47,6 @@ def _is_lock_error(exc: Exception) -> bool:
 
 DUCKDB_MAGIC = b"DUCK"
 """Bytes 8-11 of every DuckDB database file (after a checksum)."""
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _refuse_other_files(path: str) -> None:
