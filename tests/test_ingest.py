@@ -938,3 +938,32 @@ def test_paths_as_the_readme_writes_them_start_at_the_home_folder(
 
     assert len(sessions_df("~/t.duckdb")) == 1
     connect("~/t.duckdb").close()
+
+
+def test_files_ingested_one_run_at_a_time_share_row_groups(tmp_path: Path) -> None:
+    """Each ``ingest`` run (and a long run between files, to let readers in) closes the
+    database: a table with an index then starts a new row group of its own after every
+    close, and a folder of small sessions left ``sessions``/``ingest_files`` in one row
+    group per second of ingest (a file six times its size, and every per-file lookup slower
+    than the one before)."""
+    db = tmp_path / "db.duckdb"
+    for k in range(6):
+        src = tmp_path / f"s{k}.jsonl"
+        _write(src, [_cc_line(i, session=f"{k:08x}-2222-3333-4444-555555555555") for i in range(4)])
+        ingest([src], db=db, build_index=False)
+    _write(tmp_path / "s0.jsonl", [_cc_line(i, session=f"{0:08x}-2222-3333-4444-555555555555")
+                                   for i in range(3)])  # rewritten: stored again, not twice
+    ingest([tmp_path / "s0.jsonl"], db=db, build_index=False)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        for table in ("sessions", "ingest_files"):
+            groups = con.execute(
+                f"SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('{table}')"
+            ).fetchone()
+            assert groups == (1,), table
+        assert con.execute(
+            "SELECT count(*), count(DISTINCT session_id), min(n_messages) FROM sessions"
+        ).fetchone() == (6, 6, 3)
+        assert con.execute("SELECT count(*), count(DISTINCT path) FROM ingest_files").fetchone() == (6, 6)
+    finally:
+        con.close()

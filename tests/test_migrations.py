@@ -96,3 +96,56 @@ def test_an_exclusive_writer_is_locked_out_like_any_other(tmp_path: Path) -> Non
     finally:
         holder.kill()
         holder.wait()
+
+
+def _keys(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {
+        r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+    }
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[object, ...]]:
+    return con.execute(
+        "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+        "WHERE table_name = ? ORDER BY ordinal_position", [table]
+    ).fetchall()
+
+
+def test_per_file_tables_lose_their_keys_and_keep_rows_and_columns(tmp_path: Path) -> None:
+    """The tables written once per file or session have no primary key (an index makes
+    DuckDB start a new row group after every close, see test_ingest); an old database's
+    rows, column types and NOT NULLs are kept."""
+    tables = ("sessions", "ingest_files", "analysis_state")
+    old = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(old))
+    migrations.applied(con)
+    for m in migrations.MIGRATIONS[:7]:  # as released before the keys were dropped
+        m(con)
+        con.execute("INSERT INTO _migrations VALUES (?, now())", [m.__name__])
+    assert set(tables) <= _keys(con)
+    before = {t: _columns(con, t) for t in tables}
+    con.execute(
+        "INSERT INTO sessions (session_id, source_format, native_id, source_path, n_messages) "
+        "VALUES ('codex:x', 'codex', 'x', '/tmp/x.jsonl', 3)"
+    )
+    con.execute("INSERT INTO ingest_files (path, sha256, bytes) VALUES ('/tmp/x.jsonl', 'ab', 7)")
+    con.execute("INSERT INTO analysis_state VALUES ('codex:x', 'tooling', '{\"a\": 1}')")
+    con.close()
+
+    con = connect(old, read_only=False)
+    try:
+        assert not set(tables) & _keys(con)
+        assert {t: _columns(con, t) for t in tables} == before
+        assert con.execute("SELECT session_id, n_messages FROM sessions").fetchall() == [("codex:x", 3)]
+        assert con.execute("SELECT path, bytes FROM ingest_files").fetchall() == [("/tmp/x.jsonl", 7)]
+        assert con.execute("SELECT state->>'a' FROM analysis_state").fetchall() == [("1",)]
+    finally:
+        con.close()
+    fresh = connect(tmp_path / "new.duckdb", read_only=False)
+    try:
+        assert not set(tables) & _keys(fresh)
+        assert {t: _columns(fresh, t) for t in tables} == before
+    finally:
+        fresh.close()

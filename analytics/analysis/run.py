@@ -294,8 +294,13 @@ class Analyser:
         extractor = self._tooling.get(session_id)
         if extractor is None:
             return
+        # (no key to replace on: see migrations.UNKEYED)
         con.execute(
-            "INSERT OR REPLACE INTO analysis_state VALUES (?, 'tooling', ?)",
+            "DELETE FROM analysis_state WHERE session_id = ? AND analyser = 'tooling'",
+            [session_id],
+        )
+        con.execute(
+            "INSERT INTO analysis_state VALUES (?, 'tooling', ?)",
             [session_id, orjson.dumps(extractor.state(), default=str).decode()],
         )
 

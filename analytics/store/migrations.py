@@ -268,9 +268,37 @@ def m007_redactions_path(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE redactions ADD COLUMN path VARCHAR")
 
 
+UNKEYED = ("sessions", "ingest_files", "analysis_state")
+"""Tables written a row per file or session, without a primary key (``m008``)."""
+
+
+def m008_unkeyed_per_file_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """The tables written a row per file or session lose their primary keys: DuckDB starts
+    a new row group in a table with an index after every close of the database, which an
+    ingest does between files to let readers in; a folder of small sessions left these
+    tables in one row group per second of ingest (a database six times its size, and each
+    file's lookups slower than the last one's). The ingest keeps them unique itself (a
+    file's rows are deleted before they are written again). Rows, column types and NOT
+    NULLs stay; the tables are rebuilt, which also joins an old database's row groups."""
+    for table in UNKEYED:
+        columns = con.execute(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_name = ? AND table_schema = 'main' ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+        ddl = ", ".join(
+            f'"{name}" {kind}{"" if nullable == "YES" else " NOT NULL"}'
+            for name, kind, nullable in columns
+        )
+        con.execute(f"CREATE TABLE {table}__unkeyed ({ddl})")
+        con.execute(f"INSERT INTO {table}__unkeyed SELECT * FROM {table}")
+        con.execute(f"DROP TABLE {table}")
+        con.execute(f"ALTER TABLE {table}__unkeyed RENAME TO {table}")
+
+
 MIGRATIONS: list[Migration] = [
     m001_core, m002_analysis, m003_redactions, m004_search, m005_analysis_state,
-    m006_search_pending, m007_redactions_path,
+    m006_search_pending, m007_redactions_path, m008_unkeyed_per_file_tables,
 ]
 
 
