@@ -280,15 +280,17 @@ def m008_unkeyed_per_file_tables(con: duckdb.DuckDBPyConnection) -> None:
     file's lookups slower than the last one's). The ingest keeps them unique itself (a
     file's rows are deleted before they are written again). Rows, column types and NOT
     NULLs stay; the tables are rebuilt, which also joins an old database's row groups."""
+    from analytics.store.db import sql_string  # (db imports this module)
+
     for table in UNKEYED:
+        # (a literal, not a parameter: DuckDB imports pandas to look at any parameter)
         columns = con.execute(
-            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-            "WHERE table_name = ? AND table_schema = 'main' ORDER BY ordinal_position",
-            [table],
+            "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
+            f"WHERE table_name = {sql_string(table)} AND schema_name = 'main' "
+            "ORDER BY column_index"
         ).fetchall()
         ddl = ", ".join(
-            f'"{name}" {kind}{"" if nullable == "YES" else " NOT NULL"}'
-            for name, kind, nullable in columns
+            f'"{name}" {kind}{"" if nullable else " NOT NULL"}' for name, kind, nullable in columns
         )
         con.execute(f"CREATE TABLE {table}__unkeyed ({ddl})")
         con.execute(f"INSERT INTO {table}__unkeyed SELECT * FROM {table}")
