@@ -516,19 +516,29 @@ class Ingestor:
             base_quarantined = int(prev["records_quarantined"]) - len(stale)
             if prev["unknown_types"]:
                 base_unknown = dict(orjson.loads(prev["unknown_types"]))
-        taken = {sid: p for sid, p in self.outside.items() if p != key}
-        # (no parameter: binding one imports pandas, which would delay a large file's
-        # tagging worker, forked next, by a quarter of a second)
-        taken.update(con.execute(
-            f"SELECT session_id, source_path FROM sessions WHERE source_path <> {sql_string(key)}"
-        ).fetchall())
+        outside = self.outside
+
+        def owner_of(session_id: str) -> str | None:
+            """Another file's path holding ``session_id``: asked per session of the file,
+            not read for every stored session (112 ms a file among 100k sessions)."""
+            found = outside.get(session_id)
+            if found is not None and found != key:
+                return found
+            # (no parameter: binding one imports pandas, which would delay a large file's
+            # tagging worker, forked next, by a quarter of a second)
+            row = con.execute(
+                f"SELECT source_path FROM sessions WHERE session_id = {sql_string(session_id)} "
+                f"AND source_path <> {sql_string(key)} LIMIT 1"
+            ).fetchone()
+            return str(row[0]) if row else None
+
         staging = None
         stage_above = STAGE_ABOVE if self.analyser is not None else STAGE_ABOVE_UNANALYSED
         if self.staging_dir is not None and size - (resume.offset if resume else 0) > stage_above:
             from analytics.store.writer import Staging
 
             staging = Staging(self.staging_dir)
-        loader = FileLoader(con, key, self.redactor, taken, staging)
+        loader = FileLoader(con, key, self.redactor, owner_of, staging)
         if self.analyser is not None and staging is None and resume is None:
             # Rows are in the database as they are parsed: analyse while parsing.
             loader.stream = AnalysisStream(self.analyser, con, size)

@@ -32,6 +32,9 @@ if TYPE_CHECKING:  # the writer (pyarrow) is imported when rows are written
     from analytics.analysis.rows import StoredRecords
     from analytics.store.writer import Staging
 
+Owner = Callable[[str], str | None]
+"""The source path of another file that holds a session id already (None: none does)."""
+
 FLUSH_EVERY = 10_000
 STREAM_LAG = 1000
 """Messages at the end of what is stored that the analysis stream leaves for later: their
@@ -49,7 +52,7 @@ class FileLoader:
         con: duckdb.DuckDBPyConnection,
         path: str,
         redactor: Any | None,
-        taken_sessions: dict[str, str],
+        owner_of: Owner,
         staging: Staging | None = None,
     ) -> None:
         self.con = con
@@ -59,7 +62,9 @@ class FileLoader:
             staging.append if staging is not None else partial(_direct_append, con)
         )
         self.redactor = redactor
-        self.taken = taken_sessions
+        self.owner_of = owner_of
+        self.claimed: set[str] = set()
+        """Native session ids of this file whose owner was looked up."""
         self.remap: dict[str, str] = {}
         self.sessions: dict[str, Session] = {}
         self.messages: list[Message] = []
@@ -81,8 +86,11 @@ class FileLoader:
         return self.remap.get(sid, sid)
 
     def _claim_session(self, s: Session) -> None:
-        owner = self.taken.get(s.session_id)
-        if owner is not None and owner != self.path and s.session_id not in self.remap:
+        if s.session_id in self.claimed:
+            return
+        self.claimed.add(s.session_id)
+        owner = self.owner_of(s.session_id)
+        if owner is not None and owner != self.path:
             # Same native session stored from another file (e.g. a copy): keep both, apart.
             suffix = hashlib.sha256(self.path.encode()).hexdigest()[:8]
             self.remap[s.session_id] = f"{s.session_id}@{suffix}"
