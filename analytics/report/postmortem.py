@@ -18,7 +18,7 @@ import pandas as pd
 
 from analytics.analysis.campaigns import comparable_label, tool_measurements
 from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
-from analytics.analysis.timeaccounting import time_accounting_select
+from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE, time_accounting_select
 from analytics.errors import SessionNotFoundError
 from analytics.models import Campaign, Lever, ReadinessClaim
 from analytics.report.charts import metric_chart
@@ -83,6 +83,8 @@ class _Session:
             raise SessionNotFoundError(session_id, "database")
         self.campaigns, self.levers, self.claims = _analysis(con, session_id, self.frames)
         self.times = _time_row(con, session_id)
+        self.aborts = _abort_events(con, session_id)
+        """(first, last) msg_idx of each user interruption, in order."""
 
     def timed(self) -> bool:
         """Whether any message has a time: without one, every wall-clock duration reads 0."""
@@ -186,7 +188,7 @@ def _summary(s: _Session) -> list[str]:
         f"{roles.get('tool', 0)} tool{system}), {len(f.tool_calls)} tool calls."
     )
     lines.append(
-        f"- {_count(len(_abort_events(tags)), 'user abort')}, "
+        f"- {_count(len(s.aborts), 'user abort')}, "
         f"{_count(n_tag('user_checkin'), 'check-in')}, "
         f"{_count(len(f.polling_loops), 'polling loop')} "
         f"({_duration(s.times.get('polling_wait_s'))} waiting)."
@@ -244,7 +246,7 @@ def _timeline(s: _Session) -> list[str]:
     if not f.tags.empty:
         # an interruption is one event however many marker records it wrote
         later_markers = {
-            i for first, last in _abort_events(f.tags) for i in range(first + 1, last + 1)
+            i for first, last in s.aborts for i in range(first + 1, last + 1)
         }
         for r in f.tags.drop_duplicates(["msg_idx", "tag"]).itertuples(index=False):
             if r.tag == "user_abort" and int(r.msg_idx) in later_markers:
@@ -416,7 +418,7 @@ def _polling(s: _Session) -> list[str]:
             rows,
         ) + [""]
     tags = f.tags
-    aborts = _abort_events(tags)
+    aborts = s.aborts
     checkins = (
         sorted({int(i) for i in tags.loc[tags["tag"] == "user_checkin", "msg_idx"]})
         if not tags.empty
@@ -452,18 +454,15 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _abort_events(tags: pd.DataFrame) -> list[tuple[int, int]]:
-    """(first, last) msg_idx of each user interruption: a run of consecutive messages
-    tagged ``user_abort`` is one (as ``ABORT_EVENTS_CTE`` counts them for the views)."""
-    if tags.empty:
-        return []
-    runs: list[tuple[int, int]] = []
-    for i in sorted({int(i) for i in tags.loc[tags["tag"] == "user_abort", "msg_idx"]}):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    return runs
+def _abort_events(con: duckdb.DuckDBPyConnection, session_id: str) -> list[tuple[int, int]]:
+    """(first, last) msg_idx of each user interruption, as the views count them
+    (``ABORT_EVENTS_CTE``: a run of consecutive messages tagged ``user_abort`` is one)."""
+    rows = con.execute(
+        f"WITH {ABORT_EVENTS_CTE.strip()} SELECT msg_idx, last_msg_idx FROM abort_events "
+        "WHERE session_id = ? ORDER BY msg_idx",
+        [session_id],
+    ).fetchall()
+    return [(int(first), int(last)) for first, last in rows]
 
 
 def _aborted_what(s: _Session, first: int, last: int) -> str:
