@@ -20,7 +20,16 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file (opencode's ``opencode.db``): the opencode
 reader recognises its database by them, and the store refuses such a file as ``--db``."""
 
-CODEX_EXEC_HEADER = r"Chunk ID: [^\n]*\n(?:[^\n]*\n){0,6}?Output:\n"
-"""The header Codex writes before a command's output (chunk id, wall time, exit code, token
-count, then ``Output:``; FORMATS.md): the stored output keeps it, readers of what the command
-printed skip it."""
+CODEX_EXEC_HEADER = (
+    r"(?:Chunk ID: [^\n]*\n)?(?:Exit code: (?P<exit_code>-?\d+)\n)?"
+    r"Wall time: (?P<wall_time>\d+(?:\.\d+)?)?[^\n]*\n"
+    r"(?:Process exited with code (?P<exited>-?\d+)\n)?"
+    r"(?:Process running with session ID (?P<session_id>[^\n]+)\n)?"
+    r"(?:[^\n]*\n){0,3}?Output:(?:\n|\Z)"
+)
+"""The header Codex writes before a command's output (FORMATS.md), in its two shapes: unified
+exec (``exec_command``, ``write_stdin``) writes ``Chunk ID: x`` (when it has one), ``Wall time:
+0.0500 seconds``, ``Process exited with code N`` or ``Process running with session ID N``,
+``Original token count: N``; the freeform shell tool ``Exit code: N``, ``Wall time: 1.2
+seconds``, ``Total output lines: N``; both then ``Output:`` and what the command printed. The
+stored output keeps it; ``analytics.command_output`` reads it, as facts, for every analyser."""

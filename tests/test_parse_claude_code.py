@@ -637,3 +637,176 @@ def test_recent_lines_tagged_end_to_end(tmp_path: Path) -> None:
     con.close()
     assert tagged == [("e1", "error"), ("e2", "error"), ("k1", "user_checkin")]
     assert (roles["m1"], roles["c1"], roles["c2"]) == ("system", "user", "system")
+
+
+# --- 2.1.1xx-2.1.2xx line shapes (QA against the newest releases) ----------------------
+# Sources: session files of 2.1.198-2.1.258 as described by third-party parsers
+# (claude-code-viewer's schemas, amux's transcript spec); the records below are made here.
+
+_STATE = {"sessionId": "recent-1"}
+
+
+def _recent_items(tmp_path: Path, *lines: dict[str, object]) -> tuple[list[ParsedItem], Ledger]:
+    """Items of a session file holding ``lines`` as they are (no envelope added)."""
+    path = tmp_path / "recent-1.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return parse(path)
+
+
+def test_a_session_starting_with_a_state_line_is_claude_code(tmp_path: Path) -> None:
+    # 2.1.x writes session-state lines (no uuid) at the top of a file: mode, permission-mode
+    prompt = {**_ENV, "type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}}
+    for first in ({"type": "mode", "mode": "normal"}, {"type": "agent-name", "agentName": "x"},
+                  {"type": "some-future-state", "value": 1}):  # fmt: skip
+        path = tmp_path / "recent-1.jsonl"
+        path.write_text(json.dumps({**first, **_STATE}) + "\n" + json.dumps(prompt) + "\n")
+        assert claude_code.sniff(path, path.read_bytes()), first
+        from analytics.sources.detect import detect_format
+
+        assert detect_format(path) == "claude_code"
+    # a line of another format that happens to have a type and a sessionId is not enough
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"type": "some-future-state", "sessionId": "s"}) + "\n")
+    assert not claude_code.sniff(other, other.read_bytes())
+
+
+def test_newer_state_and_history_lines_are_known(tmp_path: Path) -> None:
+    items, ledger = _recent_items(
+        tmp_path,
+        {"type": "mode", "mode": "normal", **_STATE},
+        {"type": "custom-title", "customTitle": "my title", **_STATE},
+        {"type": "agent-name", "agentName": "deployer", **_STATE},
+        {"type": "bridge-session", "bridgeSessionId": "cse_011C", "lastSequenceNum": 0, **_STATE},
+        {"type": "file-history-delta", "messageId": "u1", "snapshotMessageId": "u0",
+         "trackingPath": "/srv/a.py", "backup": {}, "timestamp": "2026-08-01T00:00:00Z", **_STATE},
+    )  # fmt: skip
+    raw = of(items, RawRecord)
+    assert [r.record_type for r in raw] == [
+        "mode", "custom-title", "agent-name", "bridge-session", "file-history-delta"
+    ]  # fmt: skip
+    assert all(r.known for r in raw) and ledger.unknown_types == {}
+
+
+def test_a_custom_title_names_the_session(tmp_path: Path) -> None:
+    # /rename writes custom-title; ai-title lines keep coming and must not replace it
+    items, _ = _recent_items(
+        tmp_path,
+        {"type": "ai-title", "aiTitle": "Generated title", **_STATE},
+        {"type": "custom-title", "customTitle": "qwen rollout", **_STATE},
+        {"type": "ai-title", "aiTitle": "A later generated title", **_STATE},
+    )
+    assert of(items, Session)[-1].title == "qwen rollout"
+
+
+def test_a_task_notification_is_not_the_users(tmp_path: Path) -> None:
+    # a background task's completion reaches the model as a user line whose origin is not
+    # the user (2.1.2xx: origin.kind "task-notification"; older builds: the bare wrapper)
+    note = "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n</task-notification>"
+    msgs = _recent(
+        tmp_path,
+        {"type": "user", "uuid": "n1", "origin": {"kind": "task-notification"},
+         "promptSource": "system", "message": {"role": "user", "content": note}},
+        {"type": "user", "uuid": "n2", "message": {"role": "user", "content": note}},
+        {"type": "user", "uuid": "p1", "origin": {"kind": "peer", "name": "coordinator"},
+         "message": {"role": "user", "content": "re-run pass 2"}},
+        {"type": "user", "uuid": "h1", "origin": {"kind": "human"}, "promptSource": "typed",
+         "message": {"role": "user", "content": "status?"}},
+    )  # fmt: skip
+    assert [msgs[k].role for k in ("n1", "n2", "p1", "h1")] == ["system", "system", "system", "user"]
+
+
+def test_a_prompt_queued_mid_turn_is_a_user_message(tmp_path: Path) -> None:
+    # typed while the agent works: queue-operation enqueue/remove, then an attachment line
+    # queued_command that delivers the prompt into the running turn (no user line follows)
+    items, ledger = _recent_items(
+        tmp_path,
+        {"type": "queue-operation", "operation": "enqueue", "content": "status?",
+         "timestamp": "2026-08-01T00:00:01Z", **_STATE},
+        {**_ENV, "type": "attachment", "uuid": "q1", "parentUuid": "a0",
+         "timestamp": "2026-08-01T00:00:02Z",
+         "attachment": {"type": "queued_command", "prompt": "status?", "commandMode": "prompt",
+                        "origin": {"kind": "human"}}},
+        {**_ENV, "type": "attachment", "uuid": "q2",
+         "attachment": {"type": "queued_command", "prompt": [{"type": "text", "text": "match this"},
+                                                              {"type": "image"}],
+                        "commandMode": "prompt"}},
+        {**_ENV, "type": "attachment", "uuid": "q3",
+         "attachment": {"type": "queued_command", "commandMode": "task-notification",
+                        "prompt": "<task-notification>\n<task-id>b1</task-id>\n</task-notification>"}},
+        {**_ENV, "type": "attachment", "uuid": "s1",
+         "attachment": {"type": "skill_listing", "content": "- pdf", "names": ["pdf"]}},
+    )  # fmt: skip
+    msgs = {m.source_id: m for m in of(items, Message)}
+    assert (msgs["q1"].role, msgs["q1"].text, msgs["q1"].native_type) == (
+        "user", "status?", "attachment/queued_command"
+    )  # fmt: skip
+    assert msgs["q1"].parent_source_id == "a0" and msgs["q1"].ts is not None
+    assert (msgs["q2"].role, msgs["q2"].text) == ("user", "match this\n[image]")
+    assert msgs["q3"].role == "system"
+    assert [r.record_type for r in of(items, RawRecord)] == ["queue-operation", "attachment"]
+    assert ledger.records_read == ledger.records_stored == 5 and ledger.unknown_types == {}
+
+
+def test_tool_reference_and_document_blocks_leave_a_trace(tmp_path: Path) -> None:
+    # ToolSearch answers with tool_reference blocks only; a PDF the user attaches is a
+    # document block: neither may leave an empty text behind
+    msgs = _recent(
+        tmp_path,
+        {"type": "assistant", "uuid": "a1", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {"query": "select:WebFetch"}}]}},
+        {"type": "user", "uuid": "r1", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": [
+                {"type": "tool_reference", "tool_name": "WebFetch"},
+                {"type": "tool_reference", "tool_name": "TaskCreate"}]}]},
+         "toolUseResult": {"matches": ["WebFetch", "TaskCreate"], "query": "select:WebFetch"}},
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": [
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                            "data": "JVBERi0xLjQK"}},
+            {"type": "text", "text": "summarise the paper"}]}},
+    )  # fmt: skip
+    assert msgs["r1"].text == "[tool_reference: WebFetch]\n[tool_reference: TaskCreate]"
+    assert msgs["u1"].text == "[document]\nsummarise the paper"
+
+
+def test_queued_check_in_and_task_notification_tagged_end_to_end(tmp_path: Path) -> None:
+    import duckdb
+
+    from analytics.ingest import ingest
+
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    lines = [
+        {"type": "mode", "mode": "normal", **_STATE},
+        {**_ENV, "type": "user", "uuid": "u1", "message": {"content": "deploy it"}},
+        {**_ENV, "type": "attachment", "uuid": "q1",
+         "attachment": {"type": "queued_command", "prompt": "any luck?", "commandMode": "prompt"}},
+        {**_ENV, "type": "user", "uuid": "n1", "origin": {"kind": "task-notification"},
+         "message": {"content": "<task-notification>\n<status>failed</status>\n</task-notification>"}},
+    ]  # fmt: skip
+    (folder / "recent-1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    db = tmp_path / "t.duckdb"
+    assert not ingest([folder], db=db, workers=1).errors
+    con = duckdb.connect(str(db), read_only=True)
+    tagged = con.execute(
+        "SELECT m.source_id, t.tag FROM tags t JOIN messages m USING (session_id, msg_idx)"
+    ).fetchall()
+    roles = dict(con.execute("SELECT source_id, role FROM messages").fetchall())
+    con.close()
+    assert tagged == [("q1", "user_checkin")]
+    assert roles == {"u1": "user", "q1": "user", "n1": "system"}
+
+
+def test_a_reused_tool_use_id_does_not_lose_the_open_call(tmp_path: Path) -> None:
+    # some providers behind Claude Code number their tool calls ("functions.Bash:0"), so an
+    # id can come back while an earlier call with it never got a result
+    def use(uuid: str, command: str) -> dict[str, object]:
+        block = {"type": "tool_use", "id": "functions.Bash:0", "name": "Bash", "input": {"command": command}}
+        return {**_ENV, "type": "assistant", "uuid": uuid, "message": {"role": "assistant", "content": [block]}}
+
+    result = {**_ENV, "type": "user", "uuid": "r1", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "functions.Bash:0", "content": "a.txt"}]}}  # fmt: skip
+    items, _ = _recent_items(tmp_path, use("a1", "sleep 100"), use("a2", "ls"), result)
+    calls = of(items, ToolCall)
+    assert sorted((c.msg_idx, c.command, c.status) for c in calls) == [
+        (0, "sleep 100", "running"), (1, "ls", "completed")
+    ]  # fmt: skip

@@ -219,6 +219,10 @@ MESSAGE_KINDS = {
     "response_item/local_shell_call",
     "response_item/function_call_output",
     "response_item/custom_tool_call_output",
+    "response_item/web_search_call",
+    "response_item/image_generation_call",
+    "response_item/tool_search_call",
+    "response_item/tool_search_output",
     "event_msg/user_message",
     "event_msg/agent_message",
     "event_msg/turn_aborted",
@@ -233,7 +237,9 @@ def _independent_counts(path: Path) -> dict[str, int]:
         f"{r['type']}/{r['payload']['type']}" if "type" in r["payload"] else r["type"] for r in rows
     )
     messages = sum(n for kind, n in kinds.items() if kind in MESSAGE_KINDS)
-    calls = sum(kinds[f"response_item/{k}"] for k in ("function_call", "custom_tool_call"))
+    call_kinds = ("function_call", "custom_tool_call", "web_search_call", "image_generation_call",
+                  "tool_search_call")  # fmt: skip
+    calls = sum(kinds[f"response_item/{k}"] for k in call_kinds)
     return {
         "lines": len(rows),
         "messages": messages,
@@ -249,7 +255,7 @@ def test_public_sample() -> None:
     if not SAMPLE.exists():
         pytest.skip("shared samples not available")
     expected = dict(
-        lines=118, messages=27, raw=91, tool_calls=4, turn_aborted=1, compacted=6, session_meta=7
+        lines=118, messages=32, raw=86, tool_calls=8, turn_aborted=1, compacted=6, session_meta=7
     )
     assert _independent_counts(SAMPLE) == expected
     assert codex.sniff(SAMPLE, SAMPLE.read_bytes()[:65536])
@@ -266,7 +272,7 @@ def test_public_sample() -> None:
     assert not of(items, Quarantined)
     assert ledger.records_read == non_blank_lines(SAMPLE) == expected["lines"]
     assert ledger.records_read == ledger.records_stored + ledger.records_quarantined
-    assert sum(ledger.unknown_types.values()) == 14
+    assert ledger.unknown_types == {}  # every event type of 0.146.0 is known
     session = of(items, Session)[-1]
     assert session.native_id == "019fc8be-3658-7ca3-9e29-000000000000"
     assert (session.agent, session.model) == ("codex codex_cli_rs 0.146.0", "gpt-5.6-luna")
@@ -337,3 +343,92 @@ def test_wrong_field_types_never_crash(
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     items, ledger = parse(path)
     assert ledger.records_read == 2 == ledger.records_stored + ledger.records_quarantined
+
+
+# --- 0.146+ rollout shapes (QA against the newest releases) ---------------------------
+# Sources: codex-rs protocol (EventMsg variants, ResponseItem::WebSearchCall /
+# ToolSearchCall / ToolSearchOutput / ImageGenerationCall), the rollout persistence policy
+# and the public 0.146.0 schema-coverage sample; the lines below are made here.
+
+
+def _rollout(tmp_path: Path, *payloads: tuple[str, dict]) -> tuple[list[ParsedItem], Ledger]:
+    lines = [{"timestamp": f"2026-08-11T14:00:{n:02d}.000Z", "type": kind, "payload": payload}
+             for n, (kind, payload) in enumerate(payloads)]  # fmt: skip
+    path = tmp_path / f"rollout-2026-08-11T14-00-00-{SID}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return parse(path)
+
+
+def test_newer_event_types_are_known(tmp_path: Path) -> None:
+    kinds = [
+        "collab_agent_spawn_end", "collab_agent_interaction_end", "collab_waiting_end",
+        "collab_close_end", "collab_resume_end", "sub_agent_activity", "dynamic_tool_call_request",
+        "dynamic_tool_call_response", "guardian_assessment", "thread_goal_updated",
+        "thread_rolled_back", "thread_settings_applied",
+    ]  # fmt: skip
+    items, ledger = _rollout(tmp_path, *[("event_msg", {"type": k}) for k in kinds])
+    raw = of(items, RawRecord)
+    assert [r.record_type for r in raw] == [f"event_msg/{k}" for k in kinds]
+    assert all(r.known for r in raw) and ledger.unknown_types == {}
+
+
+def test_hosted_tool_calls_are_tool_calls(tmp_path: Path) -> None:
+    # web search, tool search and image generation run on the model's side; the rollout
+    # records the call (and for tool search its output) as response items
+    search = {"type": "search", "query": "vllm max-model-len", "queries": ["vllm max-model-len"]}
+    items, ledger = _rollout(
+        tmp_path,
+        ("response_item", {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                           "action": search}),
+        ("response_item", {"type": "web_search_call", "status": "failed",
+                           "action": {"type": "open_page", "url": "https://docs.vllm.ai"}}),
+        ("response_item", {"type": "tool_search_call", "call_id": "ts_1", "status": "completed",
+                           "execution": "local", "arguments": {"query": "github issues"}}),
+        ("response_item", {"type": "tool_search_output", "call_id": "ts_1", "status": "completed",
+                           "execution": "local", "tools": [
+                               {"type": "function", "name": "search_issues"},
+                               {"type": "function_group", "name": "github",
+                                "tools": [{"type": "function", "name": "get_issue"}]}]}),
+        ("response_item", {"type": "image_generation_call", "id": "ig_1", "status": "completed",
+                           "revised_prompt": "a latency plot", "result": "iVBORw0KGgo="}),
+    )  # fmt: skip
+    messages = of(items, Message)
+    assert [(m.role, m.native_type) for m in messages] == [
+        ("assistant", "response_item/web_search_call"),
+        ("assistant", "response_item/web_search_call"),
+        ("assistant", "response_item/tool_search_call"),
+        ("tool", "response_item/tool_search_output"),
+        ("assistant", "response_item/image_generation_call"),
+    ]
+    assert messages[3].text == "search_issues\nget_issue"
+    calls = {c.msg_idx: c for c in of(items, ToolCall)}
+    assert sorted(calls) == [0, 1, 2, 4]
+    web = calls[0]
+    assert (web.call_id, web.tool, web.status, web.result_msg_idx) == ("ws_1", "web_search", "completed", 0)
+    assert json.loads(web.input or "") == search and web.command is None
+    assert (calls[1].status, calls[1].call_id) == ("error", "L2")
+    found = calls[2]
+    assert (found.tool, found.status, found.output, found.result_msg_idx) == (
+        "tool_search", "completed", "search_issues\nget_issue", 3
+    )  # fmt: skip
+    image = calls[4]
+    assert (image.tool, image.status, image.output) == ("image_generation", "completed", "[image]")
+    assert json.loads(image.input or "") == {"revised_prompt": "a latency plot"}
+    assert not of(items, RawRecord) and ledger.unknown_types == {}
+
+
+def test_a_reused_call_id_does_not_lose_the_open_call(tmp_path: Path) -> None:
+    # providers that number their calls (call_0, call_1 …) can reuse an id while an earlier
+    # call with it never got an output (an interrupt): both calls are kept
+    call = {"type": "function_call", "name": "exec_command", "call_id": "call_0",
+            "arguments": json.dumps({"cmd": "sleep 100"})}  # fmt: skip
+    items, _ = _rollout(
+        tmp_path,
+        ("response_item", call),
+        ("response_item", {**call, "arguments": json.dumps({"cmd": "ls"})}),
+        ("response_item", {"type": "function_call_output", "call_id": "call_0", "output": "a.txt"}),
+    )
+    calls = of(items, ToolCall)
+    assert [(c.msg_idx, c.command, c.status) for c in calls] == [
+        (0, "sleep 100", "running"), (1, "ls", "completed")
+    ]  # fmt: skip

@@ -344,3 +344,41 @@ def test_export_with_random_records_never_crashes(
     assert of(items, Session)
     messages = of(items, Message)
     assert [m.msg_idx for m in messages] == list(range(len(messages)))
+
+
+# --------------------------------------------------------------------------- 1.15 shapes
+# opencode inserts text parts of its own into a user message (prompt.ts): an attached file
+# becomes "Called the Read tool with the following input: …" plus the file's content, a
+# skill's template, the "Continue if you have next steps…" after a compaction; they are
+# marked synthetic. The records below are made here.
+
+
+def test_synthetic_text_is_not_the_users(tmp_path: Path) -> None:
+    def part(n: int, **fields: object) -> dict[str, object]:
+        return {"id": f"prt_{n}", "sessionID": "ses_1", "messageID": "msg_1", **fields}
+
+    typed = "Launch it with the flags in @serve.yaml, ready?"
+    parts = [
+        part(1, type="text", text=typed),
+        part(2, type="text", synthetic=True,
+             text='Called the Read tool with the following input: {"filePath":"/srv/serve.yaml"}'),
+        part(3, type="text", synthetic=True, text="<file>\n00001| tp: 8  # CUDA out of memory?\n</file>"),
+        part(4, type="file", mime="text/plain", filename="serve.yaml", url="file:///srv/serve.yaml"),
+        part(5, type="text", text="(hidden)", synthetic=True, ignored=True),
+    ]  # fmt: skip
+    export = {
+        "info": {"id": "ses_1", "title": "t", "version": "1.15.6", "time": {"created": 1, "updated": 2}},
+        "messages": [{"info": {"id": "msg_1", "sessionID": "ses_1", "role": "user",
+                               "time": {"created": 1}, "agent": "build"}, "parts": parts}],
+    }  # fmt: skip
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(export))
+    items, ledger = run(path)
+    (message,) = of(items, Message)
+    assert message.text == typed
+    raw = of(items, RawRecord)
+    assert [r.record_type for r in raw] == [
+        "part/text/synthetic", "part/text/synthetic", "part/file", "part/text/ignored"
+    ]  # fmt: skip
+    assert "Called the Read tool" in raw[0].raw and all(r.known for r in raw)
+    assert ledger.records_read == ledger.records_stored == 7 and ledger.unknown_types == {}

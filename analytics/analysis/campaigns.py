@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from analytics.analysis.literals import Gated, lowered, text_of
+from analytics.command_output import command_output
 from analytics.models import PROSE_SOURCES, Campaign, Lever
 
 if TYPE_CHECKING:
@@ -425,7 +426,7 @@ def _command_events(tool_calls: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
                     )
         if _SEARCH_COMMAND.search(command):
             continue
-        kind = failure_kind(text_of(row.output))
+        kind = failure_kind(command_output(text_of(row.output)).text)
         if kind:
             at = row.result_msg_idx if pd.notna(row.result_msg_idx) else row.msg_idx
             events.append(Event(int(at), 2, "fail", detail=kind))

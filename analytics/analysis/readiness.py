@@ -32,7 +32,7 @@ import pandas as pd
 
 from analytics.analysis.degenerate import is_degenerate
 from analytics.analysis.literals import Gated, lowered, text_of
-from analytics.formats import CODEX_EXEC_HEADER
+from analytics.command_output import command_output
 from analytics.models import ReadinessClaim
 
 if TYPE_CHECKING:
@@ -126,19 +126,10 @@ def _short(text: str, n: int = 70) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-_EXEC_HEADER = re.compile(CODEX_EXEC_HEADER)
-
-
-def command_output(output: str) -> str:
-    """``output`` without a Codex exec header: what the command itself printed."""
-    m = _EXEC_HEADER.match(output)
-    return output[m.end() :] if m else output
-
-
 def judge_check(command: str, output: str, kind: str) -> tuple[bool | None, str]:
     """Did a functional check pass? (None: cannot tell) and why, in words."""
     cfg = config().text
-    output = command_output(output)  # (a header is no answer: "Chunk ID: … Output:" alone)
+    output = command_output(output).text  # (a header is no answer: "Chunk ID: … Output:" alone)
     low = lowered(output)
     if kind == "tests":
         if failed := cfg["tests_failed"].search(output, low):
@@ -322,7 +313,7 @@ class _Evidence:
             "tool_calls", ["msg_idx", "call_id", "output"], {"msg_idx": msgs}, min_idx=msgs[0]
         )
         return {
-            key: text_of(o)
+            key: command_output(text_of(o)).text
             for m, c, o in zip(*columns, strict=True)
             if (key := (int(m), str(c))) in wanted
         }

@@ -19,6 +19,7 @@ import pandas as pd
 from analytics.analysis.campaigns import comparable_label, tool_measurements
 from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
 from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE, time_accounting_select
+from analytics.command_output import command_output
 from analytics.errors import SessionNotFoundError
 from analytics.models import Campaign, Lever, ReadinessClaim
 from analytics.report.charts import metric_chart
@@ -364,7 +365,8 @@ def _contradiction_quote(s: _Session, msg_idx: int) -> str:
     tc = s.frames.tool_calls
     if not tc.empty:
         rows = tc[(tc["result_msg_idx"] == msg_idx) | (tc["msg_idx"] == msg_idx)]
-        outputs = [str(o) for o in rows["output"] if isinstance(o, str) and o.strip()]
+        printed = (command_output(o).text for o in rows["output"] if isinstance(o, str))
+        outputs = [text for text in printed if text.strip()]
         if outputs:
             return _short(outputs[-1], 160).replace("`", "'")
     return _short(s.text(msg_idx), 160).replace("`", "'")

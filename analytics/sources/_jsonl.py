@@ -206,14 +206,18 @@ def head_objects(path: Path, limit: int) -> Iterator[dict[str, object]]:
 
 def first_object(head: bytes, max_lines: int = 50) -> dict[str, object] | None:
     """The first line of ``head`` that decodes to a JSON object (for ``sniff``)."""
+    return next(objects_in_head(head, max_lines), None)
+
+
+def objects_in_head(head: bytes, max_lines: int = 50) -> Iterator[dict[str, object]]:
+    """The lines among the first ``max_lines`` of ``head`` that decode to JSON objects."""
     for raw in head.removeprefix(UTF8_BOM).split(b"\n")[:max_lines]:
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError:
             continue
         if isinstance(obj, dict):
-            return obj
-    return None
+            yield obj
 
 
 def resume_position(

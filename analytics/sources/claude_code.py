@@ -9,7 +9,15 @@ kept as a ``RawRecord``. Choices a reader of the tables should know:
   lines -> ``user`` (text blocks joined with newlines, images as ``[image]``). A user
   line holding nothing but the output of a local command (``<local-command-stdout>``,
   ``<bash-stdout>`` … wrappers: what 2.1 writes as a ``system``/``local_command`` line)
-  is ``system`` too: Claude Code wrote it, the user did not.
+  is ``system`` too: Claude Code wrote it, the user did not. So is a user line whose
+  ``origin.kind`` names another sender (a background task's ``<task-notification>``, a peer
+  session) or that holds nothing but a ``<task-notification>`` (builds without ``origin``).
+- a prompt the user typed while the agent was working reaches the running turn as an
+  ``attachment`` line of type ``queued_command`` (2.1.x; no user line follows): it is a
+  ``Message`` too (``native_type = "attachment/queued_command"``, role ``user``, or
+  ``system`` for a queued task notification). Other attachment lines stay raw records.
+- blocks without prose leave a placeholder: ``[image]``, ``[document]`` (a PDF or text
+  file attached to a prompt), ``[tool_reference: <tool>]`` (ToolSearch results).
 - assistant text is the joined text blocks. Claude Code writes one content block
   per line, so a line with only ``thinking`` blocks gets the thinking as its text
   and ``native_type = "assistant/thinking"`` (filter on it to drop reasoning); an
@@ -30,9 +38,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +66,8 @@ from analytics.sources._jsonl import (
     BadRecordError,
     JsonLine,
     decode_raw,
-    first_object,
     head_objects,
+    objects_in_head,
     one_line,
     parse_lines,
     parse_ts,
@@ -87,8 +96,19 @@ KNOWN_TYPES = frozenset(
         "progress",
         "agent-setting",
         "pr-link",
+        # 2.1.x session-state and history lines (no uuid)
+        "mode",
+        "custom-title",
+        "agent-name",
+        "bridge-session",
+        "file-history-delta",
     }
 )
+NOT_FROM_USER_ORIGINS = frozenset({"task-notification", "peer"})
+"""``origin.kind`` of user lines Claude Code wrote for another sender than the user (2.1.x;
+"human" is the user typing)."""
+QUEUED_PROMPT = "queued_command"
+"""The attachment type that delivers a prompt queued while the agent was working."""
 SHELL_TOOLS = frozenset({"Bash", "bash"})
 REJECTION_PREFIXES = (
     "The user doesn't want to proceed with this tool use",
@@ -99,11 +119,12 @@ _EXIT_CODE = re.compile(r"^Exit code (-?\d+)")
 REDACTED_THINKING = "[redacted thinking]"
 _COMMAND_OUTPUT = re.compile(
     r"\s*(?:<(local-command-stdout|local-command-stderr|local-command-caveat|bash-stdout"
-    r"|bash-stderr)>.*?</\1>\s*)+",
+    r"|bash-stderr|task-notification)>.*?</\1>\s*)+",
     re.DOTALL,
 )
 """A user line made only of these wrappers is output Claude Code wrote for a local command
-(slash command, ``!`` shell command), not words of the user."""
+(slash command, ``!`` shell command) or a background task's notification, not words of the
+user."""
 _SNIFF_TYPE = re.compile(
     rb'"type"\s*:\s*"(user|assistant|system|summary|file-history-snapshot|queue-operation)"'
 )
@@ -117,9 +138,10 @@ _SCAN_LINES = 200
 
 def sniff(path: Path, head: bytes) -> bool:
     """True when the first bytes look like Claude Code lines (or pretty-printed objects)."""
-    obj = first_object(head)
-    if obj is not None:
-        return _looks_like_line(obj)
+    objects = objects_in_head(head)
+    first = next(objects, None)
+    if first is not None:
+        return _claims(chain((first,), objects))
     stripped = head.lstrip()
     return (
         stripped.startswith(b"{")
@@ -127,6 +149,20 @@ def sniff(path: Path, head: bytes) -> bool:
         and _SNIFF_TYPE.search(head) is not None
         and (b'"sessionId"' in head or b'"uuid"' in head or b'"leafUuid"' in head)
     )
+
+
+def _claims(objects: Iterable[dict[str, object]]) -> bool:
+    """The first line that is a known Claude Code line, or plainly not one, decides. A
+    session-state line of a type not known here (a string ``type`` and a ``sessionId``, no
+    ``payload``: newer builds add such types and write them at the top of a file) defers
+    to the lines after it."""
+    for obj in objects:
+        if _looks_like_line(obj):
+            return True
+        rtype, session = obj.get("type"), obj.get("sessionId")
+        if not isinstance(rtype, str) or not isinstance(session, str) or "payload" in obj:
+            return False
+    return False
 
 
 def _looks_like_line(obj: dict[str, object]) -> bool:
@@ -223,6 +259,11 @@ def _block_text(block: dict[str, object]) -> str | None:
         return _opt_str(block, "text") or ""
     if btype == "image":
         return "[image]"
+    if btype == "document":
+        return "[document]"
+    if btype == "tool_reference":
+        name = _opt_str(block, "tool_name")
+        return f"[tool_reference: {name}]" if name else "[tool_reference]"
     return None
 
 
@@ -253,9 +294,48 @@ def _extract(obj: dict[str, object]) -> _Line:
         if obj.get("isApiErrorMessage") is True:
             line.error = line.text or "API error"
     else:
-        _fill_user(line, message, bool(_opt(obj, "isMeta", bool)))
+        from_user = _origin_kind(obj) not in NOT_FROM_USER_ORIGINS
+        _fill_user(line, message, bool(_opt(obj, "isMeta", bool)) or not from_user)
         line.tool_use_result = obj.get("toolUseResult")
     return line
+
+
+def _origin_kind(obj: dict[str, object]) -> str | None:
+    """``origin.kind`` of a user line or a queued prompt: who it came from."""
+    origin = obj.get("origin")
+    kind = origin.get("kind") if isinstance(origin, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _queued_prompt(obj: dict[str, object]) -> _Line | None:
+    """The message of a ``queued_command`` attachment line; None for other attachments."""
+    attachment = obj.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != QUEUED_PROMPT:
+        return None
+    mode = attachment.get("commandMode")
+    from_user = mode in (None, "prompt") and _origin_kind(attachment) not in NOT_FROM_USER_ORIGINS
+    line = _Line(
+        rtype="attachment",
+        role="user" if from_user else "system",
+        native_type=f"attachment/{QUEUED_PROMPT}",
+        text=_prompt_text(attachment.get("prompt")),
+    )
+    line.uuid = _opt_str(obj, "uuid")
+    line.parent = _opt_str(obj, "parentUuid")
+    line.is_sidechain = bool(_opt(obj, "isSidechain", bool))
+    return line
+
+
+def _prompt_text(prompt: object) -> str:
+    """A queued prompt: a string, or a list of strings and text/image blocks."""
+    if prompt is None or isinstance(prompt, str):
+        return prompt or ""
+    if not isinstance(prompt, list):
+        raise BadRecordError(f"queued prompt is {type(prompt).__name__}, expected str or list")
+    parts = [
+        p if isinstance(p, str) else _block_text(p) if isinstance(p, dict) else None for p in prompt
+    ]
+    return "\n".join(p for p in parts if p is not None)
 
 
 def _fill_assistant(line: _Line, message: dict[str, object]) -> None:
@@ -439,7 +519,7 @@ class _Parser:
         self.summaries = _carried_summaries(state)
         self.meta: dict[str, str | None] = {
             key: value if isinstance(value, str) else None
-            for key in ("version", "first_version", "cwd", "title", "model")
+            for key in ("version", "first_version", "cwd", "title", "custom_title", "model")
             for value in [state.get(key)]
         }
         if self.parent and not self.meta["title"]:
@@ -452,7 +532,7 @@ class _Parser:
             source_format=FORMAT,
             native_id=self.native_id,
             source_path=str(self.path),
-            title=self.meta["title"],
+            title=self.meta["custom_title"] or self.meta["title"],
             agent=f"claude-code {first_version}" if first_version else None,
             model=self.meta["model"],
             cwd=self.meta["cwd"],
@@ -466,10 +546,13 @@ class _Parser:
         rtype = obj.get("type")
         if not isinstance(rtype, str):
             return [self._quarantine(line, "record has no string 'type' field")]
-        if rtype not in MESSAGE_TYPES:
-            return [self._raw(line, obj, rtype)]
         try:
-            extracted = _extract(obj)
+            if rtype in MESSAGE_TYPES:
+                extracted = _extract(obj)
+            elif rtype != "attachment" or (queued := _queued_prompt(obj)) is None:
+                return [self._raw(line, obj, rtype)]
+            else:
+                extracted = queued
         except (BadRecordError, TypeError, ValueError) as exc:
             return [self._quarantine(line, one_line(exc))]
         self.ledger.stored()
@@ -484,6 +567,9 @@ class _Parser:
             self._note_summary(obj)
         elif rtype == "ai-title" and isinstance(obj.get("aiTitle"), str):
             self.meta["title"] = str(obj["aiTitle"]) or self.meta["title"]
+        elif rtype == "custom-title" and isinstance(obj.get("customTitle"), str):
+            # the user's /rename: generated titles (ai-title, summary) do not replace it
+            self.meta["custom_title"] = str(obj["customTitle"]) or self.meta["custom_title"]
         known = rtype in KNOWN_TYPES
         if not known:
             self.ledger.unknown(rtype)
@@ -556,6 +642,9 @@ class _Parser:
             )
         ]
         for use in line.uses:
+            earlier = self.pending.get(use.call_id)
+            if earlier is not None:  # an id used again before its result came: keep both
+                items.append(ToolCall(**earlier.fields(self.session_id)))
             self.pending[use.call_id] = _OpenCall(use, idx, ts)
         for result in line.results:
             status, exit_code = outcome(result.text, result.is_error, line.tool_use_result)

@@ -24,6 +24,10 @@ everything else is kept as a ``RawRecord``. Choices a reader should know:
 - ``command`` of a shell call is the script of ``["bash", "-lc", SCRIPT]``
   (what the user would type); other argument lists are ``shlex.join``-ed.
 - ``<turn_aborted>`` messages and ``turn_aborted`` events set ``error``.
+- tools the model runs on its side are tool calls too: ``web_search_call`` (input = its
+  ``action``) and ``image_generation_call`` (output ``[image]``) carry call and result in
+  one record, with the status they were written with; ``tool_search_call`` is answered by a
+  ``tool_search_output`` whose text is the names of the tools found.
 - The first ``session_meta`` names the session (its ``parent_thread_id``, for a
   subagent thread, gives ``parent_session_id``); later ones (forks, resumes)
   are kept as raw records only.
@@ -40,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from analytics.command_output import command_output
 from analytics.models import (
     Ledger,
     Message,
@@ -84,17 +89,35 @@ LINE_TYPES = frozenset(
         "inter_agent_communication_metadata",
     }
 )
-CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
-OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+CALL_TYPES = frozenset(
+    {"function_call", "custom_tool_call", "local_shell_call", "tool_search_call"}
+)
+OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+HOSTED_CALLS: dict[str, str] = {
+    "web_search_call": "web_search",
+    "image_generation_call": "image_generation",
+}
+"""Items that are a call and its result at once (the tool runs on the model's side), and
+the tool name they are stored under."""
+CALL_TOOL_NAMES: dict[str, str] = {
+    "local_shell_call": "local_shell",
+    "tool_search_call": "tool_search",
+}
+"""Tool names of call items that carry no ``name``."""
+HOSTED_STATUS: dict[str, ToolStatus] = {
+    "completed": "completed",
+    "failed": "error",
+    "incomplete": "error",
+}
+"""A hosted call's ``status`` (any other value: still running)."""
 MESSAGE_ITEM_TYPES = (
-    frozenset({"message", "reasoning", "agent_message"}) | CALL_TYPES | OUTPUT_TYPES
+    frozenset({"message", "reasoning", "agent_message"})
+    | CALL_TYPES
+    | OUTPUT_TYPES
+    | frozenset(HOSTED_CALLS)
 )
 RAW_ITEM_TYPES = frozenset(
     {
-        "web_search_call",
-        "tool_search_call",
-        "tool_search_output",
-        "image_generation_call",
         "ghost_snapshot",
         "compaction",
         "other",
@@ -136,6 +159,18 @@ RAW_EVENT_TYPES = frozenset(
         "undo_completed",
         "session_configured",
         "shutdown_complete",
+        # 0.146+ (multi-agent, goals, guardian approvals, app-server dynamic tools)
+        "collab_agent_spawn_end",
+        "collab_agent_interaction_end",
+        "collab_waiting_end",
+        "collab_close_end",
+        "collab_resume_end",
+        "sub_agent_activity",
+        "dynamic_tool_call_request",
+        "dynamic_tool_call_response",
+        "guardian_assessment",
+        "thread_goal_updated",
+        "thread_rolled_back",
     }
 )
 ROLES: dict[str, Role] = {
@@ -145,7 +180,6 @@ ROLES: dict[str, Role] = {
     "system": "system",
 }
 TURN_ABORTED_PREFIXES = ("<turn_aborted>", "The user interrupted the previous turn on purpose")
-_EXIT_HEADER = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)\s*$", re.M)
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _UUID_IN_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _SCAN_LINES = 50
@@ -279,8 +313,7 @@ def read_output(output: object) -> tuple[str, int | None]:
                 exit_code = int(metadata["exit_code"])
             return str(decoded["output"]), exit_code
     text = content_text(output)
-    match = _EXIT_HEADER.search(text[:1000])
-    return text, int(match.group(1)) if match else None
+    return text, command_output(text).exit_code  # (the text keeps its header)
 
 
 def status_of(text: str, exit_code: int | None) -> ToolStatus:
@@ -288,6 +321,28 @@ def status_of(text: str, exit_code: int | None) -> ToolStatus:
     if stripped.startswith("aborted by user") or stripped == "aborted":
         return "aborted"
     return "error" if exit_code not in (None, 0) else "completed"
+
+
+def tool_names(tools: object) -> list[str]:
+    """Names of the tools a ``tool_search_output`` found (groups opened)."""
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict):
+            continue
+        inner = tool.get("tools")
+        if isinstance(inner, list):
+            names.extend(tool_names(inner))
+        elif isinstance(tool.get("name"), str):
+            names.append(str(tool["name"]))
+    return names
+
+
+def hosted_input(payload: dict[str, object]) -> object:
+    """What a hosted call was asked: a web search's action, an image's (revised) prompt."""
+    if "action" in payload:
+        return payload["action"]
+    prompt = payload.get("revised_prompt")
+    return {"revised_prompt": prompt} if isinstance(prompt, str) else None
 
 
 def call_input(payload: dict[str, object]) -> object:
@@ -563,8 +618,33 @@ class _Parser:
             yield self._message(line, kind, "system", content_text(payload.get("content")), ts)
         elif ptype in CALL_TYPES:
             yield from self._call(line, kind, payload, ts)
+        elif ptype in HOSTED_CALLS:
+            yield from self._hosted_call(line, kind, ptype, payload, ts)
         else:
             yield from self._output(line, kind, payload, ts)
+
+    def _hosted_call(
+        self, line: JsonLine, kind: str, ptype: str, payload: dict[str, object], ts: datetime | None
+    ) -> Iterator[ParsedItem]:
+        status = payload.get("status")
+        state = HOSTED_STATUS.get(status, "running") if isinstance(status, str) else "completed"
+        raw_input = hosted_input(payload)
+        image = ptype == "image_generation_call" and bool(payload.get("result"))
+        done = state != "running"
+        message = self._message(line, kind, "assistant", "", ts)
+        yield message
+        yield ToolCall(
+            session_id=self.session_id,
+            msg_idx=message.msg_idx,
+            call_id=opt_str(payload, "call_id") or opt_str(payload, "id") or f"L{line.line_no}",
+            tool=HOSTED_CALLS[ptype],
+            input=None if raw_input is None else orjson.dumps(raw_input).decode(),
+            output="[image]" if image else None,
+            status=state,
+            started_at=ts,
+            ended_at=ts if done else None,
+            result_msg_idx=message.msg_idx if done else None,
+        )
 
     def _call(
         self, line: JsonLine, kind: str, payload: dict[str, object], ts: datetime | None
@@ -578,9 +658,12 @@ class _Parser:
         text_input = raw_input if isinstance(raw_input, str) else None
         if raw_input is not None and text_input is None:
             text_input = orjson.dumps(raw_input).decode()
-        tool = opt_str(payload, "name") or ("local_shell" if "local_shell" in kind else None)
+        tool = opt_str(payload, "name") or CALL_TOOL_NAMES.get(kind.rpartition("/")[2])
         message = self._message(line, kind, "assistant", "", ts)
         yield message
+        earlier = self.pending.pop(call_id, None)
+        if earlier is not None:  # an id used again before its call got an output: keep both
+            yield earlier
         self.pending[call_id] = ToolCall(
             session_id=self.session_id,
             msg_idx=message.msg_idx,
@@ -594,7 +677,10 @@ class _Parser:
     def _output(
         self, line: JsonLine, kind: str, payload: dict[str, object], ts: datetime | None
     ) -> Iterator[ParsedItem]:
-        text, exit_code = read_output(payload.get("output"))
+        if kind.endswith("/tool_search_output"):
+            text, exit_code = "\n".join(tool_names(payload.get("tools"))), None
+        else:
+            text, exit_code = read_output(payload.get("output"))
         message = self._message(line, kind, "tool", text, ts)
         yield message
         call_id = opt_str(payload, "call_id")

@@ -7,9 +7,12 @@ three inputs give the same rows.
 
 Decisions worth knowing:
 
-- ``Message.text`` joins the message's ``text`` parts (except ``ignored`` ones) with
-  blank lines. ``reasoning`` parts are kept apart, as known ``RawRecord``s of type
-  ``part/reasoning``, so taggers do not read thinking-aloud as claims.
+- ``Message.text`` joins the message's ``text`` parts with blank lines, except the ones
+  opencode wrote itself: ``synthetic`` parts (an attached file's "Called the Read tool …"
+  and its content, a skill's template, the "Continue if you have next steps…" after a
+  compaction) and ``ignored`` ones are known ``RawRecord``s ``part/text/synthetic`` and
+  ``part/text/ignored``, so a user message holds what the user typed. ``reasoning`` parts
+  are kept apart too (``part/reasoning``), so taggers do not read thinking-aloud as claims.
 - Ledger: the session info, each message info and each part is one record. Text
   and tool parts are stored inside their Message / ToolCall; the other known part
   types (step-start, step-finish, snapshot, patch, file, agent, subtask, retry,
@@ -295,8 +298,11 @@ def _part_records(
             text = part.get("text")
             if not isinstance(text, str):
                 raise _BadRecord("text part without text")
-            if not part.get("ignored"):
+            aside = _aside(part)
+            if aside is None:
                 texts.append(text)
+            else:
+                yield _raw_part(sid, entry, part, f"part/{ptype}/{aside}", known=True)
             ledger.stored()
         elif ptype == "tool":
             call = _tool_call(sid, msg_idx, part)
@@ -307,18 +313,31 @@ def _part_records(
             if not known:
                 ledger.unknown(f"part/{ptype}")
             ledger.stored()
-            yield RawRecord(
-                session_id=sid,
-                location=entry.location,
-                record_type=f"part/{ptype}",
-                known=known,
-                ts=_ms(
-                    _dict(part.get("time")).get("start") or _dict(part.get("time")).get("created")
-                ),
-                raw=entry.raw(),
-            )
+            yield _raw_part(sid, entry, part, f"part/{ptype}", known)
     except _BadRecord as exc:
         yield _quarantine(ledger, entry.location, str(exc), entry.raw())
+
+
+def _aside(part: dict[str, Any]) -> str | None:
+    """Why a text part is not the message's prose: opencode inserted it (``synthetic``) or
+    hides it (``ignored``); None for prose."""
+    if part.get("ignored"):
+        return "ignored"
+    return "synthetic" if part.get("synthetic") else None
+
+
+def _raw_part(
+    sid: str, entry: _Entry, part: dict[str, Any], record_type: str, known: bool
+) -> RawRecord:
+    time = _dict(part.get("time"))
+    return RawRecord(
+        session_id=sid,
+        location=entry.location,
+        record_type=record_type,
+        known=known,
+        ts=_ms(time.get("start") or time.get("created")),
+        raw=entry.raw(),
+    )
 
 
 def _tool_call(sid: str, msg_idx: int, part: dict[str, Any]) -> ToolCall:

@@ -39,10 +39,13 @@ from analytics.analysis.tagging.tools import (
     Hit,
     ToolRules,
     error_hits,
+    exit_code_hit,
     load_extra_regex_rules,
     message_error,
+    printed_hits,
 )
 from analytics.analysis.tagging.triggers import WINDOW_CHARS, Trigger, compile_triggers, windows
+from analytics.command_output import command_output
 from analytics.gcpause import no_cyclic_gc
 from analytics.models import MessageContext, Tag, trusted
 
@@ -266,18 +269,28 @@ class Tagger:
                     if hit.label in ("smoke_test", "launch", "benchmark"):
                         yield idx, hit
         for call in ctx.results:
-            out_hits = self.tools.text_hits("output", call.output or "")
+            out_hits = printed_hits(self.tools, command_output(call.output))
             for hit in error_hits(self.tools, call, abort is not None, out_hits):
                 yield idx, hit
             for hit in out_hits:
                 if hit.label != "error":
                     yield idx, hit
         if msg.role == "tool" and not ctx.results:
-            for hit in self.tools.text_hits("output", msg.text):
+            for hit in self._orphan_output_hits(msg.text):
                 if abort is None or hit.label != "error":
                     yield idx, hit
         for hit in self.tools.text_hits("text", msg.text, msg.role):
             yield idx, hit
+
+    def _orphan_output_hits(self, text: str) -> list[Hit]:
+        """Hits in a tool record whose call is not at hand: its text is the output, and a
+        header's non-zero exit code is an error when the output shows none."""
+        printed = command_output(text)
+        hits = printed_hits(self.tools, printed)
+        by_exit = exit_code_hit(printed.exit_code)
+        if by_exit is not None and not any(h.label == "error" for h in hits):
+            hits.append(by_exit)
+        return hits
 
     # --- prose -------------------------------------------------------------
     def prose(self, ctx: MessageContext) -> str | None:

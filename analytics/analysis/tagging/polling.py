@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, core_words, parse_shell
+from analytics.command_output import command_output
 from analytics.models import MessageContext, PollingLoop, ToolCall, trusted
 
 CHECK_PROGRAMS = frozenset(
@@ -367,7 +368,12 @@ def _iteration_lines(out: str) -> int:
     return sum(1 for line in out.splitlines() if line.strip() and not line.startswith("<"))
 
 
-def _waited(call: ToolCall, shape: LoopShape, out: str) -> float | None:
+def _waited(call: ToolCall, shape: LoopShape, out: str, wall_time_s: float | None) -> float | None:
+    """How long the loop waited: the wall time its output's header states (measured around
+    the command alone), else the time between its call and its result, else what its output
+    shows (elapsed stamps, or one interval per line printed)."""
+    if wall_time_s is not None:
+        return wall_time_s
     if call.duration_s is not None:
         return call.duration_s
     if shape.interval_s is None:
@@ -398,7 +404,8 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
         return None
     script = parse_shell(command)
     pats = exit_patterns(command)
-    out = call.output or ""
+    printed = command_output(call.output)
+    out = printed.text  # (patterns are looked for in what the command printed, not its header)
     max_wait = shape.timeout_s
     if shape.interval_s is not None and shape.max_iterations:
         span = shape.interval_s * shape.max_iterations
@@ -414,7 +421,7 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
         "success_pattern": pats[0],
         "failure_pattern": pats[1],
         "outcome": _outcome(call, shape, pats, out, _reads_log(script)),
-        "waited_s": _waited(call, shape, out),
+        "waited_s": _waited(call, shape, out, printed.wall_time_s),
     }, _LOOP_FIELDS)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from analytics.analysis.tagging.shell import (
     program_words,
     stdin_program,
 )
+from analytics.command_output import CommandOutput, command_output
 from analytics.models import Message, ToolCall
 
 MAX_OUTPUT_SCAN = 40_000
@@ -281,23 +282,45 @@ def _run_in_background(call: ToolCall) -> bool:
     return isinstance(data, dict) and bool(data.get("run_in_background"))
 
 
+def printed_hits(rules: ToolRules, printed: CommandOutput) -> list[Hit]:
+    """The output rules' hits in what a command printed (``printed.text``), with offsets into
+    the stored output: a header before the output (``command_output``) is no text to match."""
+    hits = rules.text_hits("output", printed.text)
+    if not printed.start:
+        return hits
+    return [replace(h, start=_moved(h.start, printed.start), end=_moved(h.end, printed.start)) for h in hits]
+
+
+def _moved(offset: int | None, by: int) -> int | None:
+    return None if offset is None else offset + by
+
+
+def exit_code_hit(exit_code: int | None) -> Hit | None:
+    """The failure a non-zero exit code is (a fact: its evidence quotes no text)."""
+    if exit_code in (None, 0):
+        return None
+    return Hit("error", "error:exit-code", f"exit code {exit_code}", None, None)
+
+
 def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: list[Hit] | None = None) -> list[Hit]:
-    """Failure evidence of a finished call: status error, non-zero exit, signatures
-    (``output_hits``: the output rules' hits, when the caller already computed them)."""
-    out = call.output or ""
+    """Failure evidence of a finished call: status error, non-zero exit, signatures in what it
+    printed (``output_hits``: ``printed_hits`` of its output, when the caller has them)."""
     if shell_tool(call) or (call.tool or "").lower() in ("bashoutput", "taskoutput"):
-        hits = output_hits if output_hits is not None else rules.text_hits("output", out)
+        hits = output_hits if output_hits is not None else printed_hits(rules, command_output(call.output))
         for h in hits:
             if h.label == "error":
                 return [h]
     if aborted:
         return []
-    if call.exit_code not in (None, 0):
-        return [Hit("error", "error:exit-code", f"exit code {call.exit_code}", None, None)]
+    by_exit = exit_code_hit(call.exit_code)
+    if by_exit is not None:
+        return [by_exit]
     if call.status == "error":
+        printed = command_output(call.output)
+        out = printed.text
         first = out.strip().splitlines()[0][:200] if out.strip() else "status error"
-        start = out.find(first) if out.strip() else 0
-        return [Hit("error", "error:status", first, max(start, 0), max(start, 0) + len(first))]
+        start = printed.start + max(out.find(first), 0) if out.strip() else 0
+        return [Hit("error", "error:status", first, start, start + len(first))]
     return []
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from analytics.command_output import command_output
 from analytics.errors import AnalyticsError
 from analytics.models import (
     Launch,
@@ -141,7 +142,7 @@ class ToolingExtractor:
     # ------------------------------------------------------------------ outputs
 
     def _scan_output(self, ctx: MessageContext, call: ToolCall, facts: ToolingFacts) -> None:
-        text = call.output or ""
+        text = command_output(call.output).text  # (a header's lines are no log, table or rows)
         if len(text) > MAX_SCAN_CHARS:
             half = MAX_SCAN_CHARS // 2
             text = text[:half] + "\n" + text[-half:]
