@@ -51,12 +51,16 @@ def _read(db: str | None) -> duckdb.DuckDBPyConnection:
 
 
 def discover_paths() -> list[Path]:
-    """The local stores of installed agents that exist on this machine."""
+    """The local stores of installed agents that exist on this machine: Claude Code's
+    ``projects/`` (in ``$CLAUDE_CONFIG_DIR``, default ``~/.claude``), opencode's database
+    or storage folder, Codex's ``sessions/`` and ``archived_sessions/`` (in ``$CODEX_HOME``,
+    default ``~/.codex``; ``/archive`` moves a session there)."""
     home = Path.home()
     data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+    claude = Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
     codex = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    candidates = [home / ".claude" / "projects", *_opencode_store(data / "opencode"),
-                  codex / "sessions"]
+    candidates = [claude / "projects", *_opencode_store(data / "opencode"),
+                  codex / "sessions", codex / "archived_sessions"]
     return [p for p in candidates if p.exists()]
 
 
@@ -81,6 +85,7 @@ def _print_summary(summary: object) -> None:
 
     assert isinstance(summary, IngestSummary)
     _print_notes(summary.skipped)
+    _print_notes(summary.agent_files)
     for f in summary.errors:
         err.print(f"[red]Error:[/red] {escape(f.error or '')}", highlight=False, soft_wrap=True)
     t = summary.totals()
@@ -99,7 +104,8 @@ def _print_summary(summary: object) -> None:
 
 
 def _print_notes(files: list[Any]) -> None:
-    """One line per skipped file, on stderr beside the errors but not one of them."""
+    """One line per skipped file (or agent's home whose own files were not read), on
+    stderr beside the errors but not one of them."""
     for f in files:
         err.print(f"Skipped: {f.path}: {f.note}", markup=False, highlight=False, soft_wrap=True)
 
@@ -151,8 +157,8 @@ def ingest(
 
             raise AnalyticsError(
                 "--discover found no local agent stores (looked for ~/.claude/projects, "
-                "~/.local/share/opencode/storage and opencode.db, ~/.codex/sessions); "
-                "give PATH… to ingest instead"
+                "~/.local/share/opencode/storage and opencode.db, ~/.codex/sessions and "
+                "archived_sessions); give PATH… to ingest instead"
             )
         out.print(f"Discovered: {', '.join(map(str, found))}", soft_wrap=True, markup=False,
                   highlight=False)
@@ -188,6 +194,7 @@ def _watch(
 
     noted: set[str] = set()
     shown: dict[str, str | None] = {}  # path -> its error printed at the last round
+    homes: dict[str, str] = {}  # an agent's home -> its note printed (once, or when it changes)
 
     def report(summary: IngestSummary) -> None:
         t = summary.totals()
@@ -203,6 +210,8 @@ def _watch(
         _print_notes([f for f in summary.skipped if f.path not in noted])
         noted.clear()
         noted.update(f.path for f in summary.skipped)
+        _print_notes([h for h in summary.agent_files if homes.get(h.path) != h.note])
+        homes.update((h.path, h.note) for h in summary.agent_files)
         # (a round ingests every path again: an error is printed when it appears or changes,
         # not at each round a live session beside it grows; the line above counts it)
         for f in summary.errors:
@@ -235,7 +244,6 @@ def _run_with_progress(
 ) -> Any:
     """``analytics.ingest.ingest`` with a rich progress bar (files and bytes) on a terminal.
     A command's process holds no other connection to the database: ``exclusive``."""
-    from analytics.ingest import fingerprint
     from analytics.ingest import ingest as run_ingest
 
     kw["exclusive"] = True
@@ -251,12 +259,7 @@ def _run_with_progress(
         TimeElapsedColumn,
     )
 
-    total = 0
-    for p in targets:
-        try:
-            total += fingerprint(Path(p))[0]
-        except OSError:
-            pass
+    total = _total_bytes(targets)
     with Progress(
         TextColumn("[bold]ingest"), BarColumn(), DownloadColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("{task.fields[file]}"), console=err, transient=True,
@@ -267,6 +270,21 @@ def _run_with_progress(
             bar.update(task, advance=nbytes, file=Path(path).name)
 
         return run_ingest(targets, db=db, fmt=fmt, redact=redact, rules=rules, progress=tick, **kw)
+
+
+def _total_bytes(targets: list[Path]) -> int:
+    """The bytes of the units an ingest of ``targets`` reads (the progress bar's total): not
+    those of the files a walk does not read, such as an agent's git snapshots and logs."""
+    from analytics.ingest import fingerprint
+    from analytics.sources.detect import iter_unit_paths
+
+    total = 0
+    for unit in iter_unit_paths([Path(p).expanduser() for p in targets]):
+        try:
+            total += fingerprint(unit)[0]
+        except OSError:
+            pass
+    return total
 
 
 @app.command()

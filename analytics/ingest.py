@@ -49,6 +49,7 @@ from analytics.timing import timed
 if TYPE_CHECKING:  # (imported when a file is loaded, not for no-op runs)
     from analytics.ingest_load import FileLoader
     from analytics.models import Ledger, Resume
+    from analytics.sources.detect import Passed
     from analytics.store.writer import Staging
 
 STAGE_ABOVE = 192 * 2**20
@@ -87,9 +88,35 @@ class FileResult:
 
 
 @dataclass
+class AgentFiles:
+    """An agent's home folder whose own files (settings, history, logs, snapshots…) a walk
+    did not read: they are no transcripts (``sources/homes.py``)."""
+
+    path: str
+    """The home folder."""
+    agent: str
+    entries: list[str] = field(default_factory=list)
+    """The entries not read, under the home (a folder with a trailing ``/``)."""
+
+    @property
+    def note(self) -> str:
+        """One line for the user: what was not read and why."""
+        shown = ", ".join(sorted(self.entries)[:NOTED_ENTRIES])
+        more = len(self.entries) - NOTED_ENTRIES
+        return (f"{self.agent}'s own files, not transcripts, were not read: {shown}"
+                + (f" and {more} more" if more > 0 else ""))
+
+
+NOTED_ENTRIES = 6
+"""Entries an agent's home note names (the others are counted)."""
+
+
+@dataclass
 class IngestSummary:
     db: str
     files: list[FileResult] = field(default_factory=list)
+    agent_files: list[AgentFiles] = field(default_factory=list)
+    """The agents' home folders met, with their own files that were not read."""
 
     @property
     def errors(self) -> list[FileResult]:
@@ -613,13 +640,7 @@ def watch(
     n = 0
     while polls is None or n < polls:
         n += 1
-        now = {}
-        for path in paths:
-            for unit in _unit_files(path) if path.exists() else []:
-                try:
-                    now[unit] = fingerprint(unit)
-                except OSError:
-                    continue
+        now = _fingerprints(paths)
         if now != seen:
             try:
                 report(ingest(paths, warm=warm, **options))
@@ -632,6 +653,21 @@ def watch(
                 options["reanalyse"] = False  # once is enough: later rounds ingest changes
         if polls is None or n < polls:
             time.sleep(interval_s)
+
+
+def _fingerprints(paths: list[Path]) -> dict[Path, tuple[int, float]]:
+    """Each unit under ``paths`` (as an ingest would find them) with its fingerprint. The
+    units only: the files a walk does not read (an agent's logs, its git snapshots, a
+    ``.git`` folder) change all the time while the agent runs, and are no reason for a round."""
+    from analytics.sources.detect import iter_unit_paths
+
+    now = {}
+    for unit in iter_unit_paths([path for path in paths if path.exists()]):
+        try:
+            now[unit] = fingerprint(unit)
+        except OSError:
+            continue
+    return now
 
 
 def _staging_dir(db_path: str) -> Path:
@@ -733,10 +769,12 @@ def _first_result(
 
 
 def iter_units(
-    paths: Iterable[Path], fmt: str = "auto", stored: Stored | None = None
+    paths: Iterable[Path], fmt: str = "auto", stored: Stored | None = None,
+    passed: Passed | None = None,
 ) -> Iterator[tuple[Path, str | None, str | None]]:
     """(path, format or None, error) for every unit under ``paths``; the files of
-    ``stored`` (see ``_stored_units``) unchanged since are not detected again."""
+    ``stored`` (see ``_stored_units``) unchanged since are not detected again. ``passed``
+    is told of the agents' own files in their home folders, which are not units."""
     from analytics.errors import UnknownFormatError
     from analytics.sources.detect import detect_format, iter_inputs
 
@@ -745,7 +783,7 @@ def iter_units(
         if not path.exists():
             yield path, None, f"{path}: no such file or folder"
             continue
-        for unit, detected in iter_inputs([path], known):
+        for unit, detected in iter_inputs([path], known, passed):
             chosen = detected if fmt == "auto" else fmt
             if chosen is None:
                 try:
@@ -811,7 +849,11 @@ def ingest(
         if db_path != ":memory:":  # (a killed ingest's worker databases, as its staging)
             remove_dead_pool_folders(db_path)
         stored = _stored_units(con)
-        units = list(iter_units([Path(p).expanduser() for p in paths], fmt, stored))
+        homes: dict[Path, AgentFiles] = {}
+        units = list(iter_units(
+            [Path(p).expanduser() for p in paths], fmt, stored, partial(_not_read, homes)
+        ))
+        summary.agent_files = list(homes.values())
         _drop_superseded_storage(con, units, stored)
         results = [
             _first_result(unit, chosen, error, fmt != "auto") for unit, chosen, error in units
@@ -854,6 +896,11 @@ def ingest(
         con.close()
         report_timings()
     return summary
+
+
+def _not_read(homes: dict[Path, AgentFiles], home: Path, agent: str, entry: str) -> None:
+    """Note an agent's own entry of its home that the walk did not read."""
+    homes.setdefault(home, AgentFiles(str(home), agent)).entries.append(entry)
 
 
 def _drop_superseded_storage(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _homes import codex_home, opencode_home
 from _samples import all_tables
 from typer.testing import CliRunner
 
@@ -162,6 +163,7 @@ def test_discover_finds_the_agents_local_stores(tmp_path: Path) -> None:
     shutil.copy(next(sample.glob("*.jsonl")), project)
     env = dict(os.environ, HOME=str(home), XDG_DATA_HOME=str(home / ".local" / "share"),
                CODEX_HOME=str(home / ".codex"))
+    env.pop("CLAUDE_CONFIG_DIR", None)
     db = str(tmp_path / "t.duckdb")
     res = subprocess.run([sys.executable, "-m", "analytics.cli", "ingest", "--discover", "--db", db],
                          cwd=tmp_path, capture_output=True, text=True, env=env)
@@ -258,6 +260,52 @@ def test_an_empty_file_is_a_notice_not_an_error(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("Skipped: ") and "empty.jsonl" in lines[0]
         assert "Error" not in res.stderr
         assert "skipped (empty)" in res.stdout
+
+
+def test_an_agents_home_is_one_line_saying_what_was_not_read(tmp_path: Path) -> None:
+    """``transcripts ingest ~/.codex``: its sessions, no error for its own files, and one
+    line naming them, on stderr where the skipped files are named."""
+    home = codex_home(tmp_path / ".codex")
+    res = _run("ingest", str(home), "--db", str(tmp_path / "t.duckdb"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"Skipped: {home}: Codex's own files, not transcripts, were not read: auth.json, "
+        "config.toml, history.jsonl, log/, shell_snapshots/, state_5.sqlite and 1 more"
+    ]
+
+
+def test_the_progress_total_is_the_bytes_an_ingest_reads(tmp_path: Path) -> None:
+    """The progress bar's total counts the units, not an agent's snapshots and logs beside
+    them (the bar would stop far short of it)."""
+    from analytics.cli import _total_bytes
+
+    data = opencode_home(tmp_path / "opencode")
+    storage = sum(f.stat().st_size for f in (data / "storage").rglob("*") if f.is_file())
+    assert _total_bytes([data]) == storage
+
+
+def test_watch_notes_an_agents_home_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each round of ``--watch ~/.claude`` walks the home again: its note is printed at the
+    first round, and again only when it changes."""
+    import analytics.ingest
+    from analytics import cli
+    from analytics.ingest import AgentFiles, IngestSummary
+
+    home = str(tmp_path / ".claude")
+    notes = [["todos/"], ["todos/"], ["todos/", "debug/"], ["todos/", "debug/"]]
+
+    def fake_watch(paths: object, interval_s: float, report: Any, **_: object) -> None:
+        for entries in notes:
+            report(IngestSummary(str(tmp_path / "t.duckdb"), [],
+                                 [AgentFiles(home, "Claude Code", entries)]))
+
+    monkeypatch.setattr(analytics.ingest, "watch", fake_watch)
+    monkeypatch.setattr(cli, "err", cli.Console(stderr=True, width=400))
+    cli._watch([tmp_path], str(tmp_path / "t.duckdb"), "auto", True, None, False, 1.0)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Skipped:")]
+    assert [line.rsplit(": ", 1)[1] for line in lines] == ["todos/", "debug/, todos/"]
 
 
 def test_watch_prints_an_error_once_while_it_stays_the_same(

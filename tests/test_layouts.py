@@ -10,8 +10,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from _homes import TEXT, claude_home, codex_home, copy, git_dir, opencode_home, put
 
-from analytics.ingest import ingest
+from analytics.ingest import IngestSummary, ingest
 from analytics.sources.detect import iter_inputs
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -116,6 +117,7 @@ def test_discover_reads_the_opencode_db_not_also_its_migrated_storage(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     assert discover_paths() == [data / "storage"]  # (before opencode 1.2)
 
     writer = migrate(data / "storage", data / "opencode.db")
@@ -238,6 +240,176 @@ def test_a_tool_results_folder_of_ones_own_is_walked(tmp_path: Path) -> None:
     mine.mkdir()
     (mine / "run.txt").write_text("[msg 1] user: hi\n")
     assert [p for p, _ in iter_inputs([tmp_path])] == [mine / "run.txt"]
+
+
+# --------------------------------------------------------------------------- agents' home folders
+
+
+def ingest_quietly(paths: list[Path], db: Path) -> IngestSummary:
+    return ingest(paths, db=db, analyse=False, build_index=False, workers=1)
+
+
+def test_a_claude_code_home_ingests_its_sessions_not_its_own_files(tmp_path: Path) -> None:
+    """``transcripts ingest ~/.claude``: the sessions in ``projects/`` and nothing else, no
+    error for its settings, history, todos, logs and snapshots, one note of what was not
+    read; and no session from ``file-history/``, which backs up files Claude Code edited."""
+    home = claude_home(tmp_path / ".claude")
+    summary = ingest_quietly([home], tmp_path / "t.duckdb")
+    assert not summary.errors, [f.error for f in summary.errors]
+    assert {Path(f.path).relative_to(home / "projects").as_posix() for f in summary.files} == (
+        PROJECT_SESSIONS
+    )
+    assert len(sessions(tmp_path / "t.duckdb")) == 3
+    [noted] = summary.agent_files
+    assert (noted.path, noted.agent) == (str(home), "Claude Code")
+    assert sorted(noted.entries) == [
+        ".credentials.json", "CLAUDE.md", "debug/", "file-history/", "history.jsonl",
+        "projects/-home-u-proj/memory/", "projects/-home-u-proj/sessions-index.json",
+        "settings.json", "shell-snapshots/", "statsig/", "todos/",
+    ]
+
+
+def test_what_a_user_put_in_an_agents_home_is_read_and_reported(tmp_path: Path) -> None:
+    """Only the agent's own entries are passed over: a transcript the user keeps in the home
+    is ingested, and a broken one is reported."""
+    home = claude_home(tmp_path / ".claude")
+    copy(TEXT, home / "exports" / "run1.txt")
+    broken = put(home / "exports" / "broken.jsonl", '{"sessionId": "x", "messa')
+    summary = ingest_quietly([home], tmp_path / "t.duckdb")
+    assert [f.path for f in summary.errors] == [str(broken)]
+    assert str(home / "exports" / "run1.txt") in {f.path for f in summary.files}
+
+
+def test_a_codex_home_ingests_sessions_and_archived_sessions(tmp_path: Path) -> None:
+    home = codex_home(tmp_path / ".codex")
+    summary = ingest_quietly([home], tmp_path / "t.duckdb")
+    assert not summary.errors, [f.error for f in summary.errors]
+    assert set(sessions(tmp_path / "t.duckdb")) == {
+        "codex:0199a000-0000-7000-8000-000000000001", "codex:0199a000-0000-7000-8000-000000000002",
+    }
+    [noted] = summary.agent_files
+    assert noted.agent == "Codex" and sorted(noted.entries) == [
+        "auth.json", "config.toml", "history.jsonl", "log/", "shell_snapshots/",
+        "state_5.sqlite", "version.json",
+    ]
+
+
+def test_an_opencode_data_folder_is_read_from_its_storage_alone(tmp_path: Path) -> None:
+    """``~/.local/share/opencode``: its storage (or database), not its auth file, logs,
+    binaries, tool outputs, nor the git objects of ``snapshot/`` (one error each before)."""
+    data = opencode_home(tmp_path / "opencode")
+    assert list(iter_inputs([data])) == [(data / "storage", "opencode")]
+    summary = ingest_quietly([data], tmp_path / "t.duckdb")
+    assert not summary.errors and len(sessions(tmp_path / "t.duckdb")) == 2
+    assert sorted(summary.agent_files[0].entries) == [
+        "auth.json", "bin/", "log/", "snapshot/", "tool-output/",
+    ]
+
+
+def test_the_homes_side_by_side_as_under_a_users_home(tmp_path: Path) -> None:
+    claude_home(tmp_path / ".claude")
+    codex_home(tmp_path / ".codex")
+    opencode_home(tmp_path / ".local" / "share" / "opencode")
+    summary = ingest_quietly([tmp_path], tmp_path / "t.duckdb")
+    assert not summary.errors, [f.error for f in summary.errors]
+    assert len(sessions(tmp_path / "t.duckdb")) == 3 + 2 + 2
+    assert [h.agent for h in summary.agent_files] == ["Claude Code", "Codex", "opencode"]
+
+
+def test_a_projects_folder_given_alone_still_skips_claude_codes_own_files(
+    tmp_path: Path,
+) -> None:
+    """``--discover`` gives ``~/.claude/projects``: the home above it says which entries of
+    a project folder are Claude Code's own (its auto memory, its sessions index)."""
+    home = claude_home(tmp_path / ".claude")
+    assert units_under(home / "projects") == PROJECT_SESSIONS
+    summary = ingest_quietly([home / "projects"], tmp_path / "t.duckdb")
+    assert not summary.errors
+    assert sorted(summary.agent_files[0].entries) == [
+        "projects/-home-u-proj/memory/", "projects/-home-u-proj/sessions-index.json",
+    ]
+
+
+def test_an_agents_own_file_named_on_the_command_line_is_reported(tmp_path: Path) -> None:
+    """Named, an agent's own file is read as asked, and its error says what it is: a prompt
+    history is not a session."""
+    claude = claude_home(tmp_path / ".claude")
+    codex = codex_home(tmp_path / ".codex")
+    summary = ingest_quietly([claude / "history.jsonl", codex / "history.jsonl",
+                              claude / "todos"], tmp_path / "t.duckdb")
+    errors = [f.error or "" for f in summary.errors]
+    assert len(errors) == 3
+    assert "Claude Code's prompt history" in errors[0] and "projects/" in errors[0]
+    assert "Codex's prompt history" in errors[1] and "sessions/" in errors[1]
+    assert not summary.agent_files
+
+
+def test_a_session_named_history_jsonl_is_still_a_session(tmp_path: Path) -> None:
+    """Passing over ``history.jsonl`` is for the home's own one: elsewhere the name means
+    nothing, and a session so named is ingested."""
+    copy(CLAUDE_PROJECT / f"{SESSION}.jsonl", tmp_path / "logs" / "history.jsonl")
+    summary = ingest_quietly([tmp_path / "logs"], tmp_path / "t.duckdb")
+    assert [f.status for f in summary.files] == ["ingested"]
+
+
+def test_a_users_folder_with_one_agent_name_is_not_taken_for_its_home(tmp_path: Path) -> None:
+    """A ``sessions/`` folder and a ``config.toml`` are common names: it takes two of an
+    agent's marks to read a folder as its home, so this folder's ``log/`` is read."""
+    work = tmp_path / "work"
+    put(work / "sessions" / "s.txt", TEXT.read_text())
+    put(work / "config.toml", "[tool]\n")
+    copy(TEXT, work / "log" / "run.txt")
+    assert units_under(work) == {"config.toml", "log/run.txt", "sessions/s.txt"}
+
+
+def test_a_git_directory_is_never_walked(tmp_path: Path) -> None:
+    """A bare git directory (a backup, a mirror, opencode's snapshot of a project) holds git
+    objects, never transcripts: one error per object before. A git worktree's ``.git`` file
+    (a pointer to its git directory) is skipped as the ``.git`` folder is."""
+    logs = tmp_path / "logs"
+    copy(TEXT, logs / "run1.txt")
+    git_dir(logs / "mirror.git")
+    put(logs / "checkout" / ".git", "gitdir: /home/u/logs/mirror.git/worktrees/checkout\n")
+    copy(TEXT, logs / "checkout" / "run2.txt")
+    assert units_under(logs) == {"run1.txt", "checkout/run2.txt"}
+    assert units_under(logs / "mirror.git") == set()
+
+
+def test_watch_takes_no_round_for_an_agents_own_files(tmp_path: Path) -> None:
+    """``ingest --watch ~/.claude``: Claude Code writes its debug log and shell snapshots all
+    the while it runs; only a change to a unit (a session) is a reason for a round."""
+    from analytics.ingest import watch
+
+    home = claude_home(tmp_path / ".claude")
+    rounds: list[IngestSummary] = []
+
+    def report(summary: IngestSummary) -> None:
+        rounds.append(summary)
+        if len(rounds) == 1:
+            put(home / "debug" / f"{SESSION}.txt", "2025-10-01T10:00:01Z [DEBUG] more\n" * 9)
+            git_dir(home / "plugins" / "marketplaces" / "official" / ".git")
+
+    watch([home], 0.01, report, polls=3, db=tmp_path / "t.duckdb", analyse=False,
+          build_index=False, workers=1)
+    assert len(rounds) == 1
+
+
+def test_discover_reads_claude_config_dir_and_codex_archived_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code's home is ``$CLAUDE_CONFIG_DIR`` when set; Codex moves an archived session
+    to ``archived_sessions/`` beside ``sessions/``."""
+    from analytics.cli import discover_paths
+
+    claude = claude_home(tmp_path / "cc")
+    codex = codex_home(tmp_path / "cx")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home" / "data"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    monkeypatch.setenv("CODEX_HOME", str(codex))
+    assert discover_paths() == [
+        claude / "projects", codex / "sessions", codex / "archived_sessions",
+    ]
 
 
 # --------------------------------------------------------------------------- re-runs

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from types import ModuleType
 from analytics.errors import SourceError, UnknownFormatError, UsageError
 from analytics.formats import FORMATS
 from analytics.sources.encoding import NO_BOM, utf8_head, utf16_without_bom
+from analytics.sources.homes import Home, home_above, layout_of
 
 HEAD_BYTES = 64 * 1024
 MODULES: dict[str, str] = {
@@ -32,10 +34,11 @@ MODULES: dict[str, str] = {
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 SKIP_FILES = (
-    "*.meta.json", "*.duckdb", "*.duckdb.*", "*.wal", "*-wal", "*-shm", "*-journal",
+    ".git", "*.meta.json", "*.duckdb", "*.duckdb.*", "*.wal", "*-wal", "*-shm", "*-journal",
     ".DS_Store", "._*", "Thumbs.db", "desktop.ini",
 )
-"""Never ingest units: Claude Code subagent sidecars (read by the claude_code parser),
+"""Never ingest units: the ``.git`` file of a git worktree or submodule (a pointer to its
+git directory), Claude Code subagent sidecars (read by the claude_code parser),
 DuckDB files, SQLite/DuckDB side files, and what file managers leave in every folder they
 show (macOS Finder's ``.DS_Store`` and AppleDouble ``._*`` files, Windows' ``Thumbs.db``
 and ``desktop.ini``)."""
@@ -122,47 +125,106 @@ def _sniff(module: ModuleType, path: Path, head: bytes) -> bool:
 Known = Callable[[Path], str | None]
 """A file's format when the caller knows it without reading the file (None: detect it)."""
 
+Passed = Callable[[Path, str, str], None]
+"""Told of each entry of an agent's home that is not read: (the home, the agent, the entry
+under the home as ``todos/`` or ``history.jsonl``)."""
 
-def iter_inputs(paths: list[Path], known: Known | None = None) -> Iterator[tuple[Path, str | None]]:
+
+def iter_inputs(
+    paths: list[Path], known: Known | None = None, passed: Passed | None = None
+) -> Iterator[tuple[Path, str | None]]:
     """Units to ingest under ``paths`` with their format (None: unknown or unreadable;
     ``detect_format(unit)`` raises the error to report). A file's format that ``known``
     gives stands for its detection (e.g. a file stored before and unchanged since: its
-    content is what was detected then).
+    content is what was detected then). Which units: see :func:`iter_unit_paths`."""
+    for unit in iter_unit_paths(paths, passed):
+        # (a folder unit is an opencode storage folder, the only folder the walk yields)
+        yield unit, "opencode" if unit.is_dir() else _format_of(unit, known)
+
+
+def iter_unit_paths(paths: list[Path], passed: Passed | None = None) -> Iterator[Path]:
+    """The units under ``paths``, without reading them: each path that is not a folder
+    (as given), and what a walk of each folder finds.
 
     A unit is a file, an opencode storage folder (one unit, never entered) or an
-    ``opencode.db``. Folders are walked recursively in sorted order; VCS folders,
-    ``*.meta.json`` sidecars, database side files, file-manager litter and Claude Code's
-    side folders of a session (``SKIP_FILES``, ``SESSION_SIDE_DIRS``) are skipped. A ``storage/``
-    folder next to an opencode database is skipped too: opencode 1.2+ migrated its
-    content into the database, so reading both would count every session twice."""
+    ``opencode.db``. Folders are walked recursively in sorted order; VCS folders (and a
+    git worktree's ``.git`` file), git directories without a work tree (opencode's
+    snapshots), ``*.meta.json`` sidecars, database side files, file-manager litter and
+    Claude Code's side folders of a session (``SKIP_FILES``, ``SESSION_SIDE_DIRS``) are
+    skipped. A ``storage/`` folder next to an opencode database is skipped too: opencode
+    1.2+ migrated its content into the database, so reading both would count every session
+    twice. In an agent's home folder (``~/.claude``, ``~/.codex``, ``~/.local/share/opencode``:
+    see ``homes.py``), walked or above the folder given, the agent's own entries (settings,
+    history, logs, snapshots…) are not read; ``passed`` is told of each."""
     for path in paths:
         if path.is_dir():
-            yield from _walk(path, known)
+            yield from _walk(path, passed)
         else:
-            yield path, _format_of(path, known)
+            yield path
 
 
-def _walk(top: Path, known: Known | None) -> Iterator[tuple[Path, str | None]]:
+def _walk(top: Path, passed: Passed | None) -> Iterator[Path]:
     if _is_storage(top):
-        yield top, "opencode"
+        yield top
         return
+    homes: dict[Path, Home | None] = {top: home_above(top)}  # folder -> the home it is in
     for folder, dirnames, filenames in os.walk(top):
         here = Path(folder)
-        kept = []
-        for name in sorted(dirnames):
-            if name in SKIP_DIRS or _session_side_dir(here, name):
-                continue
-            if _is_storage(here / name):
-                # opencode >= 1.2 migrated storage/ into opencode.db: read only the db then.
-                if not _has_opencode_db(here, filenames):
-                    yield here / name, "opencode"
-                continue
-            kept.append(name)
-        dirnames[:] = kept
+        home = homes.pop(here, None)
+        if _is_git_dir(dirnames, filenames):
+            dirnames[:] = []
+            continue
+        layout = layout_of({*dirnames, *filenames})
+        if layout is not None:
+            home = Home(here, layout)
+        storage, dirnames[:] = _subfolders(here, dirnames, filenames, home, passed)
+        for name in dirnames:
+            homes[here / name] = home.below(name) if home is not None else None
+        yield from storage
         for name in sorted(filenames):
             if any(fnmatch(name, pattern) for pattern in SKIP_FILES):
                 continue
-            yield here / name, _format_of(here / name, known)
+            if home is None or not _passes(home, name, False, passed):
+                yield here / name
+
+
+def _subfolders(
+    here: Path, dirnames: list[str], filenames: list[str], home: Home | None,
+    passed: Passed | None,
+) -> tuple[list[Path], list[str]]:
+    """The opencode storage folders (units) among the folders of ``here``, and the folders
+    to walk into."""
+    storage: list[Path] = []
+    kept: list[str] = []
+    for name in sorted(dirnames):
+        if name in SKIP_DIRS or _session_side_dir(here, name):
+            continue
+        if home is not None and _passes(home, name, True, passed):
+            continue
+        if _is_storage(here / name):
+            # opencode >= 1.2 migrated storage/ into opencode.db: read only the db then.
+            if not _has_opencode_db(here, filenames):
+                storage.append(here / name)
+            continue
+        kept.append(name)
+    return storage, kept
+
+
+def _passes(home: Home, name: str, folder: bool, passed: Passed | None) -> bool:
+    """The entry ``name`` of a folder under ``home`` is the agent's own: not read."""
+    if not home.owns(name):
+        return False
+    if passed is not None:
+        passed(home.path, home.layout.agent, home.shown(name, folder))
+    return True
+
+
+def _is_git_dir(dirnames: list[str], filenames: list[str]) -> bool:
+    """A folder with git's ``HEAD``, ``objects/`` and ``refs/`` is a git directory (as git
+    tells one): a ``.git`` folder, or one without a work tree such as opencode's snapshot
+    of each project (``snapshot/<project>/<worktree hash>/``). Its files are git objects,
+    never transcripts."""
+    return "HEAD" in filenames and "objects" in dirnames and "refs" in dirnames
 
 
 def _session_side_dir(folder: Path, name: str) -> bool:
@@ -227,4 +289,26 @@ def _describe_json(head: bytes) -> str:
         return "looks like an OpenHands event trajectory, which is not supported"
     if b'"eval"' in head and (b'"samples"' in head or b'"plan"' in head or b'"results"' in head):
         return "looks like an Inspect AI log, which is not supported"
-    return "JSON of an unknown shape"
+    return _describe_history(_first_line(head)) or "JSON of an unknown shape"
+
+
+def _first_line(head: bytes) -> dict[str, object]:
+    """The first line of ``head`` as a JSON object ({} when it is none)."""
+    try:
+        obj = json.loads(head.split(b"\n", 1)[0])
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _describe_history(line: dict[str, object]) -> str | None:
+    """An agent's prompt history (``history.jsonl`` in its home): one line per prompt typed,
+    no answers, so no session. Claude Code writes ``{display, pastedContents, timestamp,
+    project}``; Codex ``{session_id, ts, text}`` (codex-rs message_history)."""
+    if {"display", "timestamp"} <= line.keys() and "type" not in line:
+        return ("looks like Claude Code's prompt history (history.jsonl), not a session: "
+                "its sessions are in projects/ beside it")
+    if {"session_id", "ts", "text"} <= line.keys():
+        return ("looks like Codex's prompt history (history.jsonl), not a session: "
+                "its sessions are in sessions/ beside it")
+    return None
