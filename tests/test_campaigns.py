@@ -379,3 +379,21 @@ def test_numbers_in_the_message_that_announces_and_launches_a_lever_are_its_own(
     assert campaign.baseline_value == 1020.0
     assert (lever.name, lever.value_before, lever.value_after) == ("DP attention", 1020.0, 1240.0)
     assert lever.outcome == "improved" and lever.evidence_msg_idx == dp
+
+
+def test_a_goal_with_words_between_get_and_above() -> None:
+    (g,) = _goals("Please get output throughput above 2000 tok/s at concurrency 64.")
+    assert (g.family, g.value) == ("throughput", 2000.0)
+    (g,) = _goals("Get the decode throughput to 1.2k tok/s.")
+    assert g.value == 1200.0
+
+
+def test_a_reported_measurement_beside_the_target_is_not_the_target() -> None:
+    """A sentence reporting a result against the target holds two numbers: the target is
+    the one the cue names, not the first one."""
+    (g,) = _goals("Output throughput is 2105.7 tok/s, above the 2000 tok/s target.")
+    assert g.value == 2000.0
+    (g,) = _goals("We hit 1650 tok/s, short of our goal of 2000 tok/s.")
+    assert g.value == 2000.0
+    (g,) = _goals("The target is 1500 tok/s; we are at 900 tok/s now.")
+    assert g.value == 1500.0

@@ -109,6 +109,12 @@ def _targets() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
+def named_cue() -> re.Pattern[str]:
+    """The cues that name the target itself ("target", "goal"): see :func:`_nearest_cue`."""
+    return re.compile(str(_targets()["named_cue"]), re.I)
+
+
+@lru_cache(maxsize=1)
 def target_cue() -> re.Pattern[str]:
     """The words that make a number a target ("we need", "get above", ">="), as a regex:
     what a goal needs, and what makes a number stated in prose a bound, not a reading."""
@@ -253,6 +259,9 @@ def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
             if not 1.0 < factor <= 100:
                 continue
             return Goal(msg_idx, sentence, pat.family, None, factor, family["unit"])
+        if pat.needs_cue:
+            m = _nearest_cue(pat.regex.regex, sentence, m)
+            groups = m.groupdict()
         value = float(groups["value"].replace(",", ""))
         if groups.get("k"):
             value *= 1000
@@ -261,6 +270,24 @@ def _goal_in(sentence: str, msg_idx: int) -> Goal | None:
         percentile = _percentile(sentence, m) if family["lower_is_better"] else None
         return Goal(msg_idx, sentence, pat.family, value, None, family["unit"], percentile)
     return None
+
+
+def _nearest_cue(regex: re.Pattern[str], sentence: str, first: re.Match[str]) -> re.Match[str]:
+    """Of the matches of ``regex`` in ``sentence`` (``first`` the first), the target: the
+    one nearest a cue that names it ("above the 2000 tok/s target", "short of our goal of
+    2000 tok/s"), else nearest any cue. A sentence reporting a result against its target
+    holds both numbers, the result often first."""
+    matches = list(regex.finditer(sentence))
+    if len(matches) < 2:
+        return first
+    cues = list(named_cue().finditer(sentence)) or list(target_cue().finditer(sentence))
+    if not cues:
+        return first
+
+    def distance(m: re.Match[str]) -> int:
+        return min(max(c.start() - m.end(), m.start() - c.end(), 0) for c in cues)
+
+    return min(matches, key=distance)  # (the first of equals: min keeps the earliest)
 
 
 def find_goals(messages: pd.DataFrame) -> list[Goal]:
