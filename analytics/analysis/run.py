@@ -224,13 +224,14 @@ class Analyser:
     def _analyse_calls(self, contexts: list[MessageContext]) -> MessageOutputs:
         """Everything but the tags and the numbers stated in prose: polling loops and
         tooling facts."""
-        from analytics.analysis.tagging import analyse_polling
+        from analytics.analysis.tagging import analyse_polling, exec_session_loops
 
         out = MessageOutputs()
         with timed("polling"):
             for ctx in contexts:
                 if ctx.calls:  # (a loop is a call the message makes, not a result it carries)
                     out.polling.extend(analyse_polling(ctx))
+            out.polling.extend(exec_session_loops(contexts))
         with timed("tooling"):
             session_id: str | None = None
             extractor: Any = None

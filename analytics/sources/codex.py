@@ -24,6 +24,10 @@ everything else is kept as a ``RawRecord``. Choices a reader should know:
 - ``command`` of a shell call is the script of ``["bash", "-lc", SCRIPT]``
   (what the user would type); other argument lists are ``shlex.join``-ed.
 - ``<turn_aborted>`` messages and ``turn_aborted`` events set ``error``.
+- a unified exec call (``exec_command``, ``write_stdin``) that returned after its yield time
+  while its process runs on (the output header says ``Process running with session ID N``)
+  has status ``running`` and no exit code, with its output and end time; the exit code is the
+  one a later ``write_stdin`` poll of that session prints (``Process exited with code N``).
 - tools the model runs on its side are tool calls too: ``web_search_call`` (input = its
   ``action``) and ``image_generation_call`` (output ``[image]``) carry call and result in
   one record, with the status they were written with; ``tool_search_call`` is answered by a
@@ -316,10 +320,21 @@ def read_output(output: object) -> tuple[str, int | None]:
     return text, command_output(text).exit_code  # (the text keeps its header)
 
 
-def status_of(text: str, exit_code: int | None) -> ToolStatus:
+def still_running(text: str) -> bool:
+    """Unified exec returned after its yield time while the process runs on: the header says
+    ``Process running with session ID N`` and no exit code (``write_stdin`` polls it later)."""
+    header = command_output(text)
+    return header.session_id is not None and header.exit_code is None
+
+
+def status_of(text: str, exit_code: int | None, running: bool = False) -> ToolStatus:
+    """``running``: the call returned while its process runs on (``still_running``), and no
+    exit code came for it since."""
     stripped = text.strip()
     if stripped.startswith("aborted by user") or stripped == "aborted":
         return "aborted"
+    if running and exit_code is None:
+        return "running"
     return "error" if exit_code not in (None, 0) else "completed"
 
 
@@ -681,6 +696,7 @@ class _Parser:
             text, exit_code = "\n".join(tool_names(payload.get("tools"))), None
         else:
             text, exit_code = read_output(payload.get("output"))
+        running = still_running(text)
         message = self._message(line, kind, "tool", text, ts)
         yield message
         call_id = opt_str(payload, "call_id")
@@ -689,16 +705,17 @@ class _Parser:
         call = self.pending.pop(call_id, None)
         if call is not None:
             exit_code = exit_code if exit_code is not None else call.exit_code
-            call.output, call.exit_code, call.status = text, exit_code, status_of(text, exit_code)
+            status = status_of(text, exit_code, running)
+            call.output, call.exit_code, call.status = text, exit_code, status
             call.ended_at, call.result_msg_idx = ts, message.msg_idx
-            if exit_code is None:
+            if exit_code is None and status != "running":
                 self.no_exit[call_id] = call
             yield call
         elif self.carried.pop(call_id, None) is not None:
             early = self.early_exit.pop(call_id, None)
             exit_code = exit_code if exit_code is not None else early
-            status = status_of(text, exit_code)
-            if exit_code is None:
+            status = status_of(text, exit_code, running)
+            if exit_code is None and status != "running":
                 ended = ts.isoformat() if ts else None
                 self.stored_no_exit[call_id] = (message.msg_idx, ended, status == "aborted")
             yield ToolResult(

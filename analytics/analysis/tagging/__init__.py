@@ -10,7 +10,12 @@ Public surface::
 
 from typing import TYPE_CHECKING, Any
 
-from analytics.analysis.tagging.polling import analyse_polling, background_rechecks, loop_shape
+from analytics.analysis.tagging.polling import (
+    analyse_polling,
+    background_rechecks,
+    exec_session_loops,
+    loop_shape,
+)
 from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, parse_shell
 
 if TYPE_CHECKING:
@@ -44,6 +49,7 @@ __all__ = [
     "SimpleCommand",
     "analyse_polling",
     "background_rechecks",
+    "exec_session_loops",
     "loop_shape",
     "Tagger",
     "parse_shell",

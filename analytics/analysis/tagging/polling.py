@@ -3,13 +3,15 @@
 A polling loop waits repeatedly on an external condition: a shell loop with a
 ``sleep`` and a check, ``watch``, ``timeout N bash -c 'until …'``,
 ``sleep N && check``, or repeated re-checks of a background job (Claude Code
-BashOutput / TaskOutput / Monitor).
+BashOutput / TaskOutput / Monitor, Codex ``write_stdin`` polls of a process its
+``exec_command`` left running).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,6 +27,11 @@ CHECK_PROGRAMS = frozenset(
 """Programs that look at the state of something (a log, a port, a process, a GPU)."""
 BACKGROUND_CHECK_TOOLS = frozenset({"BashOutput", "TaskOutput"})
 """Claude Code tools that read a background job's output once."""
+STDIN_TOOLS = frozenset({"write_stdin"})
+"""Codex unified exec: writes ``chars`` to the process of exec session ``session_id`` and
+returns what it printed within ``yield_time_ms``; with no ``chars`` it only polls a process
+an ``exec_command`` left running (its output header: ``Process running with session ID N``)."""
+RECHECK_TOOLS = BACKGROUND_CHECK_TOOLS | STDIN_TOOLS
 WAIT_TOOLS = frozenset({"Monitor"})
 """Tools that themselves wait on a condition."""
 SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run", "execute", "terminal"})
@@ -437,7 +444,10 @@ def analyse_polling(ctx: MessageContext) -> list[PollingLoop]:
 
 
 def background_job_id(call: ToolCall) -> str | None:
-    """The shell/task id a BashOutput/TaskOutput/Monitor call reads, or None."""
+    """The shell/task id a BashOutput/TaskOutput/Monitor call reads, the exec session a
+    ``write_stdin`` poll reads (None when it writes something: input, not a poll), or None."""
+    if call.tool in STDIN_TOOLS:
+        return polled_session(call)
     if call.tool not in BACKGROUND_CHECK_TOOLS | WAIT_TOOLS:
         return None
     try:
@@ -465,30 +475,127 @@ def _waits_only(command: str) -> bool:
     return bool(core) and all(w and w[0] in ("sleep", "echo", "true") for w in core)
 
 
-def background_rechecks(batch: list[MessageContext]) -> dict[int, ToolCall]:
-    """msg_idx -> call for runs of 2+ re-checks of the same background job
-    (only sleeps in between), and for every Monitor call."""
-    found: dict[int, ToolCall] = {}
-    run: list[tuple[int, ToolCall]] = []
+def polled_session(call: ToolCall) -> str | None:
+    """The exec session a ``write_stdin`` call polls (its ``session_id``, when its ``chars``
+    are empty or absent), or None."""
+    try:
+        data = json.loads(call.input or "{}")
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("chars"):
+        return None
+    session = data.get("session_id")
+    if isinstance(session, bool) or not isinstance(session, int | str) or session == "":
+        return None
+    return str(session)
+
+
+Run = list[tuple[int, ToolCall]]
+"""Re-checks of one background job, as (msg_idx, call), in order."""
+
+
+def recheck_runs(batch: list[MessageContext]) -> Iterator[Run]:
+    """Runs of re-checks of the same background job with only sleeps in between (another
+    call, or a re-check of another job, ends a run)."""
+    run: Run = []
     run_id: str | None = None
-
-    def close() -> None:
-        if len(run) >= 2:
-            for idx, call in run:
-                found.setdefault(idx, call)
-
     for ctx in batch:
         for call in ctx.calls:
             job = background_job_id(call)
-            if call.tool in WAIT_TOOLS:
-                found.setdefault(ctx.message.msg_idx, call)
-            if job is not None and call.tool in BACKGROUND_CHECK_TOOLS:
+            if job is not None and call.tool in RECHECK_TOOLS:
                 if job != run_id:
-                    close()
+                    if run:
+                        yield run
                     run, run_id = [], job
                 run.append((ctx.message.msg_idx, call))
             elif job is None and not _only_waits(call):
-                close()
+                if run:
+                    yield run
                 run, run_id = [], None
-    close()
+    if run:
+        yield run
+
+
+def _is_loop(run: Run) -> bool:
+    """2+ re-checks; or 1 ``write_stdin`` poll, the second check of a process its
+    ``exec_command`` (the first) found still running."""
+    return len(run) >= 2 or run[0][1].tool in STDIN_TOOLS
+
+
+def background_rechecks(batch: list[MessageContext]) -> dict[int, ToolCall]:
+    """msg_idx -> call for every Monitor call and for runs of re-checks of the same
+    background job (``recheck_runs``) that poll (``_is_loop``)."""
+    found: dict[int, ToolCall] = {}
+    for ctx in batch:
+        for call in ctx.calls:
+            if call.tool in WAIT_TOOLS:
+                found.setdefault(ctx.message.msg_idx, call)
+    for run in recheck_runs(batch):
+        if _is_loop(run):
+            for idx, call in run:
+                found.setdefault(idx, call)
     return found
+
+
+def exec_session_loops(batch: list[MessageContext]) -> list[PollingLoop]:
+    """A polling loop for each run of ``write_stdin`` polls of one exec session, stored at
+    its last poll (which saw the outcome). Its target is the command the session runs (from
+    the ``exec_command`` in ``batch`` that left it running), else ``exec session N``."""
+    if not any(call.tool in STDIN_TOOLS for ctx in batch for call in ctx.calls):
+        return []  # (every batch of every other agent's sessions)
+    commands = _running_commands(batch)
+    loops: list[PollingLoop] = []
+    for run in recheck_runs(batch):
+        if run[0][1].tool in STDIN_TOOLS:
+            session = polled_session(run[0][1]) or "?"
+            target = commands.get(session) or f"exec session {session}"
+            loops.append(_session_loop(batch[0].message.session_id, run, target))
+    return loops
+
+
+def _running_commands(batch: list[MessageContext]) -> dict[str, str]:
+    """exec session id -> the command of the shell call whose output left it running."""
+    found: dict[str, str] = {}
+    for ctx in batch:
+        for call in ctx.calls:
+            if call.command and shell_tool(call):
+                session = command_output(call.output).session_id
+                if session is not None:
+                    found[session.strip()] = call.command
+    return found
+
+
+def _session_loop(session_id: str, run: Run, target: str) -> PollingLoop:
+    """The loop of ``run``: ready or failed by the exit code the last poll prints, else by
+    the server milestones the polls printed; waited as long as the polls' headers say (or
+    their records, without headers)."""
+    msg_idx, last = run[-1]
+    outputs = [command_output(call.output) for _, call in run]
+    exits = [o.exit_code for o in outputs if o.exit_code is not None]
+    walls = [o.wall_time_s for o in outputs]
+    if all(w is not None for w in walls):
+        waited: float | None = sum(w for w in walls if w is not None)
+    else:
+        durations = [call.duration_s for _, call in run]
+        waited = sum(d for d in durations if d is not None) if None not in durations else None
+    return trusted(PollingLoop, {
+        "session_id": session_id,
+        "msg_idx": msg_idx,
+        "call_id": last.call_id,
+        "interval_s": None,
+        "max_iterations": None,
+        "max_wait_s": None,
+        "target": target[:200],
+        "success_pattern": None,
+        "failure_pattern": None,
+        "outcome": _session_outcome(last, exits[-1] if exits else None, [o.text for o in outputs]),
+        "waited_s": waited,
+    }, _LOOP_FIELDS)
+
+
+def _session_outcome(last: ToolCall, exit_code: int | None, printed: list[str]) -> str:
+    if exit_code is not None:
+        return "ready" if exit_code == 0 else "failed"
+    if last.status == "aborted":
+        return "aborted"
+    return _implied_outcome("\n".join(printed))

@@ -1,0 +1,215 @@
+"""Codex unified exec processes that keep running: ``exec_command`` returns after its yield time
+with ``Process running with session ID N`` in its header, and the agent then polls the process
+with ``write_stdin`` (``{"session_id": N, "chars": ""}``) until a header says ``Process exited
+with code N``. Each case is a rollout written as Codex writes one and ingested into a database,
+so what is checked is what a user of the tables sees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+from _samples import of, run
+
+from analytics.analysis.tagging import background_rechecks, exec_session_loops
+from analytics.ingest import ingest
+from analytics.models import Message, MessageContext, ToolCall
+from analytics.sources import codex
+
+SID = "0199a000-0000-7000-8000-0000000000dd"
+LAUNCH = "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --port 30000 --tp 2"
+
+
+def header(wall: float, exit_code: int | None = None, session: int | None = None) -> str:
+    """A unified exec header as Codex writes it: the process exited, or runs on in ``session``."""
+    state = (
+        f"Process running with session ID {session}\n"
+        if session is not None
+        else f"Process exited with code {exit_code}\n"
+    )
+    return f"Chunk ID: 9a1b2c\nWall time: {wall:.4f} seconds\n{state}Original token count: 40\nOutput:\n"
+
+
+def _stamp(second: int) -> str:
+    return f"2026-02-01T09:{second // 60:02d}:{second % 60:02d}.000Z"
+
+
+def rollout(tmp_path: Path, items: list[tuple[int, dict[str, object]]]) -> Path:
+    lines = [
+        {"timestamp": _stamp(0), "type": "session_meta",
+         "payload": {"id": SID, "timestamp": _stamp(0), "cwd": "/w", "cli_version": "0.150.0"}},
+        *({"timestamp": _stamp(at), "type": "response_item", "payload": payload}
+          for at, payload in items),
+    ]
+    path = tmp_path / f"rollout-2026-02-01T09-00-00-{SID}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def exec_command(call_id: str, cmd: str) -> dict[str, object]:
+    args = {"cmd": cmd, "yield_time_ms": 10000, "max_output_tokens": 6000}
+    return {"type": "function_call", "name": "exec_command",
+            "arguments": json.dumps(args), "call_id": call_id}
+
+
+def write_stdin(call_id: str, session: int, chars: str = "") -> dict[str, object]:
+    args = {"session_id": session, "chars": chars, "yield_time_ms": 30000}
+    return {"type": "function_call", "name": "write_stdin",
+            "arguments": json.dumps(args), "call_id": call_id}
+
+
+def output(call_id: str, text: str) -> dict[str, object]:
+    return {"type": "function_call_output", "call_id": call_id, "output": text}
+
+
+STARTING = "[2026-02-01 09:00:12] Load weight begin. avail mem=70.12 GB\n"
+CRASHED = (
+    "Traceback (most recent call last):\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+)
+READY = "[2026-02-01 09:01:40] The server is fired up and ready to roll!\n"
+
+
+def launch_then_polls(*polls: tuple[float, int | None, str]) -> list[tuple[int, dict[str, object]]]:
+    """``exec_command`` of the launch (left running in session 4242), then a ``write_stdin``
+    poll for each (wall time, exit code or None while running, what it printed)."""
+    items: list[tuple[int, dict[str, object]]] = [
+        (1, exec_command("call_launch", LAUNCH)),
+        (11, output("call_launch", header(10.0, session=4242) + STARTING)),
+    ]
+    at = 12
+    for n, (wall, exit_code, printed) in enumerate(polls):
+        state = {"exit_code": exit_code} if exit_code is not None else {"session": 4242}
+        items.append((at, write_stdin(f"call_poll{n}", 4242)))
+        at += int(wall)
+        items.append((at, output(f"call_poll{n}", header(wall, **state) + printed)))
+        at += 1
+    return items
+
+
+def stored(tmp_path: Path, items: list[tuple[int, dict[str, object]]]) -> duckdb.DuckDBPyConnection:
+    db = tmp_path / "t.duckdb"
+    summary = ingest([rollout(tmp_path, items)], db=db)
+    assert not summary.errors
+    return duckdb.connect(str(db), read_only=True)
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+def test_a_call_that_returned_while_its_process_runs_on_is_running(tmp_path: Path) -> None:
+    path = rollout(tmp_path, launch_then_polls((30.0, None, ""), (12.5, 0, "done\n")))
+    items, _ = run(codex, path)
+    calls = {c.call_id: c for c in of(items, ToolCall)}
+    launch, poll0, poll1 = calls["call_launch"], calls["call_poll0"], calls["call_poll1"]
+    assert (launch.status, launch.exit_code) == ("running", None)
+    assert launch.result_msg_idx is not None and launch.ended_at is not None  # it returned
+    assert (poll0.status, poll0.exit_code) == ("running", None)
+    assert (poll1.status, poll1.exit_code) == ("completed", 0)
+
+
+def test_a_poll_that_sees_a_non_zero_exit_is_an_error(tmp_path: Path) -> None:
+    con = stored(tmp_path, launch_then_polls((30.0, None, STARTING), (4.0, 1, CRASHED)))
+    rows = con.execute(
+        "SELECT call_id, status, exit_code FROM tool_calls ORDER BY msg_idx"
+    ).fetchall()
+    assert rows == [
+        ("call_launch", "running", None),
+        ("call_poll0", "running", None),
+        ("call_poll1", "error", 1),
+    ]
+    poll_msg = con.execute(
+        "SELECT result_msg_idx FROM tool_calls WHERE call_id = 'call_poll1'"
+    ).fetchone()
+    errors = con.execute("SELECT msg_idx FROM tags WHERE tag = 'error'").fetchall()
+    assert poll_msg is not None and (poll_msg[0],) in errors
+
+
+# --------------------------------------------------------------------------- polling loops
+
+
+def test_polls_of_a_launch_that_crashed_are_a_failed_loop(tmp_path: Path) -> None:
+    con = stored(tmp_path, launch_then_polls((30.0, None, STARTING), (4.0, 1, CRASHED)))
+    loops = con.execute(
+        "SELECT call_id, target, outcome, waited_s FROM polling_loops"
+    ).fetchall()
+    assert loops == [("call_poll1", LAUNCH, "failed", 34.0)]
+    tagged = con.execute(
+        "SELECT t.msg_idx FROM tags t JOIN tool_calls c ON c.msg_idx = t.msg_idx "
+        "WHERE t.tag = 'polling_loop' AND c.tool = 'write_stdin' ORDER BY 1"
+    ).fetchall()
+    assert len(tagged) == 2  # each poll is a re-check of the background job
+
+
+def test_a_launch_left_running_is_a_launch(tmp_path: Path) -> None:
+    con = stored(tmp_path, launch_then_polls((30.0, None, READY)))
+    launches = con.execute("SELECT call_id, engine, model FROM launches").fetchall()
+    assert launches == [("call_launch", "sglang", "Qwen/Qwen3-8B")]
+
+
+def test_a_server_that_printed_ready_while_running_is_a_ready_loop(tmp_path: Path) -> None:
+    con = stored(tmp_path, launch_then_polls((30.0, None, STARTING), (20.0, None, READY)))
+    loops = con.execute("SELECT call_id, outcome, waited_s FROM polling_loops").fetchall()
+    assert loops == [("call_poll1", "ready", 50.0)]
+
+
+def test_a_job_whose_last_poll_saw_exit_0_is_ready(tmp_path: Path) -> None:
+    items = [
+        (1, exec_command("call_build", "cargo build --release")),
+        (11, output("call_build", header(10.0, session=17) + "Compiling foo\n")),
+        (12, write_stdin("call_w", 17)),
+        (40, output("call_w", header(27.5, exit_code=0) + "Finished release\n")),
+    ]
+    (loop,) = exec_session_loops(_contexts(tmp_path, items))
+    assert (loop.call_id, loop.target, loop.outcome, loop.waited_s) == (
+        "call_w", "cargo build --release", "ready", 27.5
+    )
+
+
+def test_typing_into_a_process_is_no_poll(tmp_path: Path) -> None:
+    items = [
+        (1, exec_command("call_py", "python3 -i")),
+        (2, output("call_py", header(1.0, session=9) + ">>> ")),
+        (3, write_stdin("call_w", 9, chars="print(1)\n")),
+        (4, output("call_w", header(0.3, session=9) + "1\n>>> ")),
+    ]
+    batch = _contexts(tmp_path, items)
+    assert exec_session_loops(batch) == []
+    assert background_rechecks(batch) == {}
+
+
+def test_a_poll_without_its_exec_command_names_the_session(tmp_path: Path) -> None:
+    items = [
+        (1, write_stdin("call_w", 55)),
+        (9, output("call_w", header(8.0, session=55) + "still going\n")),
+    ]
+    (loop,) = exec_session_loops(_contexts(tmp_path, items))
+    assert (loop.target, loop.outcome, loop.waited_s) == ("exec session 55", "unknown", 8.0)
+
+
+def test_claude_code_rechecks_make_no_rows() -> None:
+    """BashOutput runs are tagged as before and give no polling_loops rows."""
+    calls = [
+        ToolCall(session_id="s", msg_idx=i, call_id=f"c{i}", tool="BashOutput",
+                 input='{"bash_id": "b1"}', output="<status>running</status>", status="completed")
+        for i in range(2)
+    ]
+    batch = [
+        MessageContext(message=Message(session_id="s", msg_idx=i, source_id=f"m{i}", role="assistant",
+                                       text=""),
+                       calls=[call])
+        for i, call in enumerate(calls)
+    ]
+    assert exec_session_loops(batch) == []
+    assert sorted(background_rechecks(batch)) == [0, 1]
+
+
+def _contexts(tmp_path: Path, items: list[tuple[int, dict[str, object]]]) -> list[MessageContext]:
+    """The parsed rollout as the analysers see it: each message with the calls it makes."""
+    parsed, _ = run(codex, rollout(tmp_path, items))
+    calls = of(parsed, ToolCall)
+    return [
+        MessageContext(message=m, calls=[c for c in calls if c.msg_idx == m.msg_idx])
+        for m in of(parsed, Message)
+    ]
