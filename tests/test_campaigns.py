@@ -1,7 +1,7 @@
 import duckdb
 import pandas as pd
 import pytest
-from golden.case_studies import DSV4, SessionBuilder, build_dsv4
+from golden.case_studies import BENCH, DSV4, SessionBuilder, build_dsv4
 
 from analytics.analysis.campaigns import (
     classify_delta,
@@ -397,3 +397,82 @@ def test_a_reported_measurement_beside_the_target_is_not_the_target() -> None:
     assert g.value == 2000.0
     (g,) = _goals("The target is 1500 tok/s; we are at 900 tok/s now.")
     assert g.value == 1500.0
+
+
+# --------------------------------------------------------------------------- before a baseline
+
+
+def _deploy_then_tune(con: duckdb.DuckDBPyConnection) -> str:
+    """Goal, a first launch that OOMs, the assistant blaming its mem-fraction-static, a
+    relaunch with a smaller one, the first benchmark, then one flag change and its
+    benchmark: getting the server up is the baseline's configuration, not a lever."""
+    b = SessionBuilder(con, "claude_code:deploy-tune", "claude_code")
+    b.msg("user", "Deploy it with sglang and get output throughput above 2000 tok/s at c64.", 0)
+    i = b.msg("assistant", "", 1)
+    c = b.call(i, "python -m sglang.launch_server --mem-fraction-static 0.85", "", 1)
+    b.launch(i, c, model_path="Qwen/Qwen3-8B", mem_fraction_static=0.85)
+    i = b.msg("tool", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", 6)
+    b.event(i, "oom", "2.00 GiB")
+    b.tag(i, "error", "OutOfMemoryError")
+    b.msg(
+        "assistant",
+        "The server ran out of memory: mem-fraction-static 0.85 leaves too little for "
+        "activations. Relaunching with 0.80.",
+        7,
+    )
+    i = b.msg("assistant", "", 8)
+    c = b.call(i, "python -m sglang.launch_server --mem-fraction-static 0.80", "", 8)
+    b.launch(i, c, mem_fraction_static=0.80)
+    first = i
+    i = b.msg("tool", BENCH.format(value=1650.2), 15)
+    label = f"concurrency=64,launch_msg_idx={first}"
+    b.measure(i, "output_token_throughput", 1650.2, label, "tok/s")
+    b.msg("assistant", "Baseline 1650 tok/s at c64. Trying --cuda-graph-max-bs 64 next.", 16)
+    i = b.msg("assistant", "", 17)
+    c = b.call(i, "python -m sglang.launch_server --cuda-graph-max-bs 64", "", 17)
+    b.launch(i, c, cuda_graph_max_bs=64)
+    second = i
+    i = b.msg("tool", BENCH.format(value=2105.7), 30)
+    label = f"concurrency=64,launch_msg_idx={second}"
+    b.measure(i, "output_token_throughput", 2105.7, label, "tok/s")
+    b.save("deploy and tune", "m")
+    return b.sid
+
+
+def test_getting_the_server_up_is_the_baseline_not_a_lever() -> None:
+    con = duckdb.connect(":memory:")
+    migrate(con)
+    result = analyse_session(load_session_frames(con, _deploy_then_tune(con)))
+    (campaign,) = result.campaigns
+    assert (campaign.target_value, campaign.baseline_value) == (2000.0, 1650.2)
+    (lever,) = result.levers
+    assert (lever.name, lever.value_before, lever.value_after) == ("CUDA graphs", 1650.2, 2105.7)
+    assert lever.delta_pct == pytest.approx(27.6, abs=0.05) and lever.outcome == "improved"
+
+
+def test_a_tuning_change_before_anything_was_measured_is_not_a_sweep_step() -> None:
+    """Flags changed before the first benchmark set up the configuration the baseline
+    measures: the first lever is the first change after a measurement."""
+    s = _Sweep("Get mean TTFT under 100 ms.")
+    s.launch(**_SWEEP_FLAGS)
+    s.bench(s.launch(max_running_requests=64), 200.0)  # no number of 128 to compare
+    s.bench(s.launch(chunked_prefill_size=4096), 150.0)
+    (campaign,), levers = find_campaigns(s.frames())
+    assert campaign.baseline_value == 200.0
+    assert [(lv.name, lv.value_before, lv.value_after, lv.outcome) for lv in levers] == [
+        ("--chunked-prefill-size 8192→4096", 200.0, 150.0, "improved"),
+    ]
+
+
+def test_the_lever_after_one_with_nothing_before_compares_with_its_number() -> None:
+    """A technique switched on before the first benchmark has nothing to compare with,
+    but its number is the configuration the next lever changes."""
+    s = _Sweep("Get mean TTFT under 100 ms.")
+    s.launch(**_SWEEP_FLAGS)
+    s.bench(s.launch(enable_torch_compile=True), 150.0)
+    s.bench(s.launch(cuda_graph_max_bs=64), 120.0)
+    _, levers = find_campaigns(s.frames())
+    assert [(lv.name, lv.value_before, lv.value_after, lv.outcome) for lv in levers] == [
+        ("torch.compile", None, 150.0, "pending"),
+        ("CUDA graphs", 150.0, 120.0, "improved"),
+    ]

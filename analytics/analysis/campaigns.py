@@ -570,7 +570,10 @@ class _LeverWalk:
     Named techniques (``role: primary`` in levers.json) are one lever however many
     launches they take (a retry after an OOM included). Tuning parameters and flags
     the vocabulary does not know are swept: every launch that changes them after the
-    previous setting was measured is a lever of its own, named by its flag changes."""
+    previous setting was measured is a lever of its own, named by its flag changes.
+    Before the metric was first measured they are not levers at all: a smaller
+    ``--mem-fraction-static`` after the first launch ran out of memory gets the server
+    up, and the configuration it sets is the one the baseline measures."""
 
     def __init__(
         self,
@@ -590,6 +593,7 @@ class _LeverWalk:
         self.concluded: set[str] = set()
         self.seen_values: dict[str, list[Any]] = {}  # every value each flag had, in order
         self.baseline: dict[tuple[str, str | None], float] | None = None
+        self.measured = False  # the metric was measured: a configuration to compare with
 
     def _spec(self, name: str) -> LeverSpec | None:
         return next((s for s in self.vocab.levers if s.name == name), None)
@@ -649,7 +653,7 @@ class _LeverWalk:
             text = f"{verb} at {self.ref(ev.msg_idx)}" + (f" with {changes}" if changes else "")
             open_cur.touch(ev.msg_idx, text + reverts)
             return
-        if ev.changed and all(s.role != "primary" for s in specs):
+        if ev.changed and self.measured and all(s.role != "primary" for s in specs):
             self._open_sweep_step(ev, specs, changes, note)
 
     def _open_sweep_step(self, ev: Event, specs: list[LeverSpec], changes: str, note: str) -> None:
@@ -701,7 +705,7 @@ class _LeverWalk:
     def fail(self, ev: Event) -> None:
         cur = self.current
         if ev.kind == "fail_text" and ev.lever and (cur is None or ev.lever != cur.name):
-            if ev.lever not in self.concluded:
+            if ev.lever not in self.concluded and self._tried(ev.lever):
                 # a lever tried without being announced, whose failure is then stated
                 draft = self._open(
                     ev.lever, ev.msg_idx, "text", f"{self.ref(ev.msg_idx)}: {ev.detail[:160]}"
@@ -717,6 +721,14 @@ class _LeverWalk:
             return
         cur.failures.append((ev.msg_idx, kind))
         cur.touch(ev.msg_idx, f"{kind} at {self.ref(ev.msg_idx)}")
+
+    def _tried(self, name: str) -> bool:
+        """Can a stated failure naming lever ``name`` be that lever's? Not a tuning
+        parameter's before anything was measured: the failure is the deployment's ("ran
+        out of memory: mem-fraction-static 0.85 leaves too little"), and the relaunch
+        that fixes it sets up the baseline's configuration."""
+        spec = self._spec(name)
+        return self.measured or spec is None or spec.role == "primary"
 
     def revert(self, ev: Event) -> None:
         """The assistant reverted the change: numbers after this are not the lever's."""
@@ -749,6 +761,7 @@ class _LeverWalk:
         cur = self.current
         key = (str(ev.metric), ev.label)
         value = float(ev.value or 0.0)
+        self.measured = True
         settled = cur is None or cur.frozen or cur.na_msg is not None
         early = (
             cur is not None
@@ -834,6 +847,8 @@ def _finish(
             notes.append(
                 f"{metric}{label} = {after:g} at {ref(evidence)}, nothing comparable before"
             )
+            # the first number of these conditions: what the next lever's change starts from
+            reference.setdefault((str(metric), draft.after.label), float(after or 0))
     elif draft.failures:
         outcome = "failed"
         evidence = draft.failures[-1][0]
