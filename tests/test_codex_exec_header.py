@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _codex_rollouts import exec_header, write_rollout
 from _samples import of, run
 
 from analytics.analysis.tagging import Tagger, analyse_polling
@@ -20,30 +21,12 @@ SID = "0199a000-0000-7000-8000-0000000000cc"
 
 
 def header(exit_code: int | None = 0, wall: str = "2.3000", running: int | None = None) -> str:
-    """A unified exec header as Codex writes it (chunk ids are hex: "5d2003" holds "200")."""
-    state = (
-        f"Process running with session ID {running}\n"
-        if running is not None
-        else f"Process exited with code {exit_code}\n"
-    )
-    return f"Chunk ID: 5d2003\nWall time: {wall} seconds\n{state}Original token count: 12\nOutput:\n"
-
-
-def _stamp(second: int) -> str:
-    return f"2026-01-01T10:{second // 60:02d}:{second % 60:02d}.000Z"
+    """A unified exec header (chunk ids are hex: "5d2003" holds "200")."""
+    return exec_header(wall, exit_code, running)
 
 
 def rollout(tmp_path: Path, items: list[tuple[int, dict[str, object]]]) -> Path:
-    """A rollout file: the session meta, then each (second, response item payload)."""
-    lines = [
-        {"timestamp": _stamp(0), "type": "session_meta",
-         "payload": {"id": SID, "timestamp": _stamp(0), "cwd": "/w", "cli_version": "0.150.0"}},
-        *({"timestamp": _stamp(at), "type": "response_item", "payload": payload}
-          for at, payload in items),
-    ]
-    path = tmp_path / f"rollout-2026-01-01T10-00-00-{SID}.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    return path
+    return write_rollout(tmp_path, SID, "2026-01-01", items)
 
 
 def exec_call(call_id: str, command: str) -> dict[str, object]:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import duckdb
+from _codex_rollouts import exec_header, write_rollout
 from _samples import of, run
 
 from analytics.analysis.tagging import background_rechecks, exec_session_loops
@@ -22,29 +23,12 @@ LAUNCH = "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --port 30000
 
 
 def header(wall: float, exit_code: int | None = None, session: int | None = None) -> str:
-    """A unified exec header as Codex writes it: the process exited, or runs on in ``session``."""
-    state = (
-        f"Process running with session ID {session}\n"
-        if session is not None
-        else f"Process exited with code {exit_code}\n"
-    )
-    return f"Chunk ID: 9a1b2c\nWall time: {wall:.4f} seconds\n{state}Original token count: 40\nOutput:\n"
-
-
-def _stamp(second: int) -> str:
-    return f"2026-02-01T09:{second // 60:02d}:{second % 60:02d}.000Z"
+    """A unified exec header: the process exited, or runs on in ``session``."""
+    return exec_header(f"{wall:.4f}", exit_code, session, chunk="9a1b2c")
 
 
 def rollout(tmp_path: Path, items: list[tuple[int, dict[str, object]]]) -> Path:
-    lines = [
-        {"timestamp": _stamp(0), "type": "session_meta",
-         "payload": {"id": SID, "timestamp": _stamp(0), "cwd": "/w", "cli_version": "0.150.0"}},
-        *({"timestamp": _stamp(at), "type": "response_item", "payload": payload}
-          for at, payload in items),
-    ]
-    path = tmp_path / f"rollout-2026-02-01T09-00-00-{SID}.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    return path
+    return write_rollout(tmp_path, SID, "2026-02-01", items)
 
 
 def exec_command(call_id: str, cmd: str) -> dict[str, object]:

@@ -1,0 +1,39 @@
+"""Codex rollouts for tests: unified exec headers and rollout files of response items."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def exec_header(
+    wall: str, exit_code: int | None = 0, session: int | None = None, chunk: str = "5d2003"
+) -> str:
+    """A unified exec header as Codex writes it: the process exited with ``exit_code``, or
+    runs on in ``session``."""
+    state = (
+        f"Process running with session ID {session}\n"
+        if session is not None
+        else f"Process exited with code {exit_code}\n"
+    )
+    return f"Chunk ID: {chunk}\nWall time: {wall} seconds\n{state}Original token count: 12\nOutput:\n"
+
+
+def write_rollout(
+    tmp_path: Path, sid: str, day: str, items: list[tuple[int, dict[str, object]]]
+) -> Path:
+    """A rollout file of session ``sid`` on ``day`` (YYYY-MM-DD), from 10:00: the session
+    meta, then each (second, response item payload)."""
+
+    def stamp(second: int) -> str:
+        return f"{day}T10:{second // 60:02d}:{second % 60:02d}.000Z"
+
+    lines = [
+        {"timestamp": stamp(0), "type": "session_meta",
+         "payload": {"id": sid, "timestamp": stamp(0), "cwd": "/w", "cli_version": "0.150.0"}},
+        *({"timestamp": stamp(at), "type": "response_item", "payload": payload}
+          for at, payload in items),
+    ]
+    path = tmp_path / f"rollout-{day}T10-00-00-{sid}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
