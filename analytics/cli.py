@@ -93,7 +93,10 @@ def _print_summary(summary: object) -> None:
     table.add_column("what")
     table.add_column("count", justify="right")
     labels = {
-        "files": "files", "ingested": "  ingested or appended", "unchanged": "  unchanged",
+        "files": "files", "ingested": "  ingested or appended",
+        # (the unchanged files stored by an older parser, read again: shown when there are any)
+        **({"reread": "    re-read (parser updated)"} if t["reread"] else {}),
+        "unchanged": "  unchanged",
         "skipped": "  skipped (empty)", "errors": "  errors", "sessions": "sessions",
         "messages": "messages",
         "records_read": "records read", "quarantined": "records quarantined",
@@ -201,7 +204,9 @@ def _watch(
         stamp = datetime.now().strftime("%H:%M:%S")
         changed = [f for f in summary.files if f.status in ("ingested", "appended")]
         out.print(
-            f"{stamp}  {t['ingested']} file(s) ingested or appended, {t['unchanged']} unchanged, "
+            f"{stamp}  {t['ingested']} file(s) ingested or appended"
+            + (f" ({t['reread']} re-read: parser updated)" if t["reread"] else "")
+            + f", {t['unchanged']} unchanged, "
             f"{t['skipped']} skipped (empty), {t['errors']} error(s); "
             f"{sum(f.messages for f in changed)} messages in the changed files",
             highlight=False,

@@ -7,6 +7,14 @@ re-ingest of unchanged files never needs them.
 
 FORMATS = ("opencode", "claude_code", "codex", "transcript_text")
 
+PARSER_VERSIONS = {"opencode": 1, "claude_code": 1, "codex": 1, "transcript_text": 1}
+"""The version of each format's parser (its module's ``PARSER_VERSION``). Bump a format's
+number when the rows its files give change (a record read otherwise, a field filled that
+was not): ``ingest_files.parser_version`` keeps the number a file was read with, and an
+ingest reads an unchanged file again whole when its stored number differs (NULL: stored
+before parsers had versions). Here rather than in the parser modules: a re-ingest of
+unchanged files compares them without importing any parser."""
+
 UTF8_BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte order mark (editors and Windows tools write one at the start of a file): every
 reader skips it, and detection looks past it."""

@@ -31,7 +31,7 @@ import orjson
 
 from analytics import machine
 from analytics.errors import AnalyticsError, DatabaseLockedError, is_interrupt
-from analytics.formats import FORMATS, UTF8_BOM
+from analytics.formats import FORMATS, PARSER_VERSIONS, UTF8_BOM
 from analytics.gcpause import no_cyclic_gc
 from analytics.ingest_pool import (
     Job,
@@ -85,6 +85,9 @@ class FileResult:
     error: str | None = None
     note: str | None = None
     """Why a file was skipped."""
+    reread: bool = False
+    """Ingested again though unchanged: it was stored by another version of its format's
+    parser (``analytics.formats.PARSER_VERSIONS``)."""
 
 
 @dataclass
@@ -132,6 +135,7 @@ class IngestSummary:
             "files": len(self.files),
             "ingested": sum(f.status in ("ingested", "appended") for f in ok),
             "unchanged": sum(f.status == "unchanged" for f in ok),
+            "reread": sum(f.reread for f in ok),
             "skipped": len(self.skipped),
             "errors": len(self.errors),
             "sessions": sum(f.sessions for f in ok),
@@ -332,7 +336,12 @@ class Ingestor:
         key = path_text(path.resolve())
         size, mtime = fingerprint(path)
         prev = _previous(self.con, key)
-        if prev and prev["bytes"] == size and prev["mtime"] == mtime and prev["format"] == fmt:
+        # (a file stored by another parser version is read again whole, as a changed one)
+        version = PARSER_VERSIONS.get(fmt)
+        current = prev is not None and version is not None and prev["parser_version"] == version
+        if current and prev and (prev["bytes"], prev["mtime"], prev["format"]) == (
+            size, mtime, fmt
+        ):
             return self._unchanged(key, fmt, prev)
         module = get_module(fmt)  # (the parser: not imported for an unchanged file)
         if prev is None and path.is_file():
@@ -346,14 +355,15 @@ class Ingestor:
             except BaseException:
                 cancel.set()  # (a failed file: its hash is not needed, and not waited for)
                 raise
-        appendable = getattr(module, "APPENDABLE", False) and path.is_file()
+        appendable = getattr(module, "APPENDABLE", False) and path.is_file() and current
         mark = int(prev["end_offset"] or 0) if prev and appendable else 0
         if prev and appendable and prev["format"] == fmt and size > mark > 0 and (
             size != prev["bytes"]  # (so not unchanged: its hash differs from the stored one)
         ):
             return self._append(path, key, fmt, module, size, mtime, prev, mark)
         sha, prefix = content_shas(path, [mark] if mark else [])
-        if prev and prev["sha256"] == sha and prev["format"] == fmt:
+        same = prev is not None and prev["sha256"] == sha and prev["format"] == fmt
+        if prev is not None and same and current:
             self.con.execute("UPDATE ingest_files SET mtime = ? WHERE path = ?", [mtime, key])
             return self._unchanged(key, fmt, prev)
         resume = None
@@ -365,8 +375,10 @@ class Ingestor:
             and prev["prefix_sha256"] == prefix.get(mark)
         ):
             resume = self._resume_from(key, prev)
-        return self._load_in_transaction(
+        result = self._load_in_transaction(
             path, key, fmt, module, size, mtime, lambda: sha, prev, resume)
+        result.reread = same  # (unchanged, but stored by another parser version)
+        return result
 
     def _append(
         self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
@@ -606,13 +618,13 @@ class Ingestor:
                 size, sha = end_offset, prefix_sha  # what was read is what is stored
         con.execute("DELETE FROM ingest_files WHERE path = ?", [key])
         con.execute(
-            "INSERT INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 key, sha, size, fmt, ledger.format_version or (prev or {}).get("format_version"),
                 read, stored, quarantined, orjson.dumps(unknown).decode(),
                 datetime.now(UTC).replace(tzinfo=None), end_offset,
                 ledger.end_line or (resume.line if resume else 0), prefix_sha, mtime,
-                orjson.dumps(ledger.state, default=str).decode(),
+                orjson.dumps(ledger.state, default=str).decode(), PARSER_VERSIONS.get(fmt),
             ],
         )
         n_sessions, n_messages = self._stored_counts(key)
@@ -692,13 +704,13 @@ def _check_rules(rules: Path) -> None:
         raise UsageError(str(exc).splitlines()[0]) from exc
 
 
-Stored = dict[str, tuple[int, float, str]]
-"""(bytes, mtime, format) of every file an ingest stored, by resolved path."""
+Stored = dict[str, tuple[int, float, str, int | None]]
+"""(bytes, mtime, format, parser version) of every file an ingest stored, by resolved path."""
 
 
 def _stored_units(con: duckdb.DuckDBPyConnection) -> Stored:
-    return {r[0]: (r[1], r[2], r[3]) for r in con.execute(
-        "SELECT path, bytes, mtime, format FROM ingest_files").fetchall()}
+    return {r[0]: (r[1], r[2], r[3], r[4]) for r in con.execute(
+        "SELECT path, bytes, mtime, format, parser_version FROM ingest_files").fetchall()}
 
 
 def _known_format(fmt: str, stored: Stored, unit: Path) -> str | None:
@@ -813,7 +825,9 @@ def ingest(
     """Parse, tag, analyse and store every transcript under ``paths``.
 
     Idempotent (unchanged files are skipped) and incremental (appended JSONL is read from
-    where the last ingest stopped). A file that fails is reported and the run goes on.
+    where the last ingest stopped); a file stored by another version of its format's parser
+    (``formats.PARSER_VERSIONS``) is read again whole. A file that fails is reported and the
+    run goes on.
     ``reanalyse`` re-runs the analysers over unchanged files (after an upgrade); giving
     ``rules`` does so for files tagged by another tagger version. ``warm`` keeps the
     redactor and analyser (spaCy, compiled patterns) from one call to the next.
@@ -1027,8 +1041,8 @@ def _new_units(
             continue  # (a path given twice: unchanged the second time)
         seen.add(key)
         if key in stored:
-            if stored[key] != (size, mtime, chosen):
-                break
+            if stored[key] != (size, mtime, chosen, PARSER_VERSIONS.get(chosen)):
+                break  # (changed, or stored by another parser version: read again here)
             continue
         jobs.append(Job(i, unit, key, chosen, size))
     return jobs

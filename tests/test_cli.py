@@ -69,6 +69,29 @@ def test_unknown_format_names_file_and_formats_and_exits_1(tmp_path: Path) -> No
     assert "Ingest summary" in res.stdout
 
 
+def test_the_summary_counts_the_files_read_again_after_a_parser_update(tmp_path: Path) -> None:
+    import duckdb
+
+    good = tmp_path / "s.jsonl"
+    good.write_text(json.dumps({
+        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
+        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "ok?"},
+    }) + "\n")
+    db = tmp_path / "t.duckdb"
+    res = runner.invoke(app, ["ingest", str(good), "--db", str(db)])  # (this checkout's code)
+    assert res.exit_code == 0, res.output
+    assert "re-read" not in res.stdout  # (shown when there are any)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE ingest_files SET parser_version = NULL")  # (stored by an older release)
+    con.close()
+    res = runner.invoke(app, ["ingest", str(good), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    cells = [line.split("│")[1:3] for line in res.stdout.splitlines() if line.count("│") == 3]
+    rows = {what.strip(): count.strip() for what, count in cells}
+    assert (rows["ingested or appended"], rows["re-read (parser updated)"], rows["unchanged"]) == (
+        "1", "1", "0")
+
+
 def test_bad_format_option_is_a_usage_error(tmp_path: Path) -> None:
     res = _run("ingest", str(tmp_path), "--format", "aider", "--db", str(tmp_path / "t.duckdb"),
                cwd=tmp_path)

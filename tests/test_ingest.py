@@ -11,7 +11,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from _samples import all_tables
 
+from analytics.formats import PARSER_VERSIONS
 from analytics.ingest import ingest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -649,6 +651,104 @@ def test_an_unchanged_file_is_skipped_without_the_heavy_imports(tmp_path: Path) 
         first.records_stored, [],
     ]
     assert (first.sessions, first.messages) == (1, 5)
+
+
+def as_if_an_older_parser_stored_it(db: Path, version: int | None) -> None:
+    """Make the stored rows of ``db`` what an older parser could have left: a message read
+    otherwise, and that parser's ``version`` (None: stored before parsers had versions)."""
+    con = duckdb.connect(str(db))
+    try:
+        con.execute("UPDATE messages SET text = 'as an older parser read it' WHERE msg_idx = 0")
+        con.execute("UPDATE ingest_files SET parser_version = ?", [version])
+    finally:
+        con.close()
+
+
+def _first_text(db: Path) -> str:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return str(con.execute("SELECT text FROM messages WHERE msg_idx = 0").fetchone()[0])
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("stored", [None, "older"])
+@pytest.mark.parametrize("touched", [False, True])
+def test_an_unchanged_file_stored_by_an_older_parser_is_read_again(
+    tmp_path: Path, stored: str | None, touched: bool
+) -> None:
+    """After an upgrade whose parser gives other rows, an unchanged file (same size and
+    mtime, or only its mtime changed: same sha256) is read again whole and gets the current
+    parser's rows, as a fresh database does; the summary counts it as re-read."""
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(8)], tail="{not json\n")
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    as_if_an_older_parser_stored_it(db, None if stored is None else PARSER_VERSIONS["claude_code"] - 1)
+    if touched:
+        src.touch()
+    fresh = tmp_path / "fresh.duckdb"
+    ingest([src], db=fresh)
+    again = ingest([src], db=db)
+    (f,) = again.files
+    assert (f.status, f.reread) == ("ingested", True)
+    assert (again.totals()["ingested"], again.totals()["reread"], again.totals()["unchanged"]) == (1, 1, 0)
+    assert (f.sessions, f.messages, f.records_read) == (1, 8, 9)
+    assert f.records_read == f.records_stored + f.records_quarantined
+    assert all_tables(db) == all_tables(fresh)  # (ingest_files.parser_version the current one)
+    third = ingest([src], db=db).files[0]
+    assert (third.status, third.reread) == ("unchanged", False)
+
+
+def test_a_file_stored_by_the_current_parser_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same parser version: skipped (its stored rows stand, even altered). A newer one
+    (an upgrade that bumped the format's version): read again; another format's files stay."""
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(4)])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    as_if_an_older_parser_stored_it(db, PARSER_VERSIONS["claude_code"])
+    f = ingest([src], db=db).files[0]
+    assert (f.status, f.reread, _first_text(db)) == ("unchanged", False, "as an older parser read it")
+    monkeypatch.setitem(PARSER_VERSIONS, "codex", PARSER_VERSIONS["codex"] + 1)
+    assert ingest([src], db=db).files[0].status == "unchanged"
+    monkeypatch.setitem(PARSER_VERSIONS, "claude_code", PARSER_VERSIONS["claude_code"] + 1)
+    f = ingest([src], db=db).files[0]
+    assert (f.status, f.reread, _first_text(db)) == ("ingested", True, "message number 0")
+    assert ingest([src], db=db).files[0].status == "unchanged"
+
+
+def test_a_grown_file_stored_by_an_older_parser_is_read_again_whole(tmp_path: Path) -> None:
+    """An appended file is not resumed from its offset then: the part stored by the older
+    parser is read again too (it changed, so it is not counted as re-read)."""
+    src = tmp_path / "s.jsonl"
+    lines = [_cc_line(i) for i in range(12)]
+    _write(src, lines[:6])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    as_if_an_older_parser_stored_it(db, None)
+    _write(src, lines)
+    f = ingest([src], db=db).files[0]
+    assert (f.status, f.reread, f.messages, f.records_read) == ("ingested", False, 12, 12)
+    fresh = tmp_path / "fresh.duckdb"
+    ingest([src], db=fresh)
+    assert all_tables(db) == all_tables(fresh)
+
+
+def test_watch_reads_again_a_file_stored_by_an_older_parser(tmp_path: Path) -> None:
+    from analytics.ingest import IngestSummary, watch
+
+    src = tmp_path / "s.jsonl"
+    _write(src, [_cc_line(i) for i in range(4)])
+    db = tmp_path / "t.duckdb"
+    ingest([src], db=db)
+    as_if_an_older_parser_stored_it(db, None)
+    rounds: list[IngestSummary] = []
+    watch([src], 0.01, rounds.append, polls=2, db=db)
+    assert [[(f.status, f.reread) for f in r.files] for r in rounds] == [[("ingested", True)]]
+    assert _first_text(db) == "message number 0"
 
 
 def test_an_unchanged_file_is_not_detected_again(

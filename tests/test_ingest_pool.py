@@ -303,6 +303,29 @@ def test_a_changed_file_before_new_ones_is_ingested_before_them(
 
 
 @needs_fork
+def test_a_file_stored_by_an_older_parser_before_new_ones_is_read_again_before_them(
+    tmp_path: Path,
+) -> None:
+    """A stored file whose parser version is not the current one is read again as a
+    changed file is: in the main process, in order (it may give up or take a session id
+    that a new file after it holds); the pool stores what one process does."""
+    from test_ingest import as_if_an_older_parser_stored_it
+
+    stale = _session_file(tmp_path, "c.jsonl")
+    new = [_session_file(tmp_path, "n/a.jsonl", "a" * 8), _session_file(tmp_path, "n/b.jsonl", "b" * 8)]
+    for db in ("one", "pool", "fresh"):
+        ingest([stale], db=tmp_path / f"{db}.duckdb", workers=1, build_index=False)
+    for db in ("one", "pool"):
+        as_if_an_older_parser_stored_it(tmp_path / f"{db}.duckdb", None)
+    for db, workers in (("one", 1), ("pool", 2), ("fresh", 1)):
+        summary = ingest([stale, *new], db=tmp_path / f"{db}.duckdb", workers=workers)
+        assert summary.totals()["reread"] == (db != "fresh"), db
+    _same_tables(tmp_path)
+    fresh = all_tables(tmp_path / "fresh.duckdb")
+    assert all_tables(tmp_path / "pool.duckdb")["messages"] == fresh["messages"]
+
+
+@needs_fork
 def test_a_worker_that_dies_mid_file_leaves_the_order_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,6 +6,8 @@ A format module is pure: it reads a file (or folder) and yields records from
 - ``FORMAT``: its name (one of ``analytics.models.FORMATS``);
 - ``APPENDABLE``: True when files only grow by appended lines (JSONL), so an
   incremental ingest can resume from ``Ledger.end_offset``;
+- ``PARSER_VERSION``: bumped (in ``analytics.formats.PARSER_VERSIONS``) when the rows a
+  file gives change: files stored by another version are read again;
 - ``sniff(path, head) -> bool``: content detection from the first bytes;
 - ``parse(path, ledger, resume=None) -> Iterator[ParsedItem]``: lazy parsing.
   Every record read is counted on ``ledger`` as stored or quarantined; unknown
@@ -25,6 +27,7 @@ from analytics.models import Ledger, ParsedItem, Resume
 class FormatModule(Protocol):
     FORMAT: str
     APPENDABLE: bool
+    PARSER_VERSION: int
 
     def sniff(self, path: Path, head: bytes) -> bool: ...
 

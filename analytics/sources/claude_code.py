@@ -48,6 +48,7 @@ from typing import Any
 import orjson
 
 from analytics.errors import SourceError
+from analytics.formats import PARSER_VERSIONS
 from analytics.models import (
     Ledger,
     Message,
@@ -82,6 +83,8 @@ from analytics.sources.encoding import path_text, utf8_bytes
 
 FORMAT = "claude_code"
 APPENDABLE = True
+PARSER_VERSION = PARSER_VERSIONS[FORMAT]
+"""Bump it (in ``analytics.formats.PARSER_VERSIONS``) when the rows a file gives change."""
 
 MESSAGE_TYPES = frozenset({"user", "assistant", "system"})
 KNOWN_TYPES = frozenset(

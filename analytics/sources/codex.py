@@ -49,6 +49,7 @@ from typing import Any
 import orjson
 
 from analytics.command_output import command_output
+from analytics.formats import PARSER_VERSIONS
 from analytics.models import (
     Ledger,
     Message,
@@ -80,6 +81,8 @@ from analytics.sources.encoding import path_text
 
 FORMAT = "codex"
 APPENDABLE = True
+PARSER_VERSION = PARSER_VERSIONS[FORMAT]
+"""Bump it (in ``analytics.formats.PARSER_VERSIONS``) when the rows a file gives change."""
 
 LINE_TYPES = frozenset(
     {

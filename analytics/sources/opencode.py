@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from analytics.errors import SourceError
-from analytics.formats import SQLITE_MAGIC, UTF8_BOM
+from analytics.formats import PARSER_VERSIONS, SQLITE_MAGIC, UTF8_BOM
 from analytics.models import (
     Ledger,
     Message,
@@ -57,6 +57,8 @@ from analytics.sources.encoding import NO_BOM, path_text, utf8_bytes
 
 FORMAT = "opencode"
 APPENDABLE = False
+PARSER_VERSION = PARSER_VERSIONS[FORMAT]
+"""Bump it (in ``analytics.formats.PARSER_VERSIONS``) when the rows a file gives change."""
 
 SHELL_TOOLS = frozenset({"bash", "shell"})
 TEXT_PARTS = frozenset({"text"})

@@ -38,6 +38,7 @@ from typing import cast
 
 import orjson
 
+from analytics.formats import PARSER_VERSIONS
 from analytics.models import (
     Ledger,
     Message,
@@ -54,6 +55,8 @@ from analytics.sources.encoding import open_text, path_text
 
 FORMAT = "transcript_text"
 APPENDABLE = False
+PARSER_VERSION = PARSER_VERSIONS[FORMAT]
+"""Bump it (in ``analytics.formats.PARSER_VERSIONS``) when the rows a file gives change."""
 
 SNIFF_BYTES = 64 * 1024
 TOOLS = frozenset(

@@ -298,9 +298,17 @@ def m008_unkeyed_per_file_tables(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"ALTER TABLE {table}__unkeyed RENAME TO {table}")
 
 
+def m009_parser_version(con: duckdb.DuckDBPyConnection) -> None:
+    """The version of its format's parser each file was read with
+    (``analytics.formats.PARSER_VERSIONS``): a file stored by another version is read again,
+    changed or not. Files stored before keep NULL (unknown: an older parser)."""
+    con.execute("ALTER TABLE ingest_files ADD COLUMN parser_version INTEGER")
+
+
 MIGRATIONS: list[Migration] = [
     m001_core, m002_analysis, m003_redactions, m004_search, m005_analysis_state,
     m006_search_pending, m007_redactions_path, m008_unkeyed_per_file_tables,
+    m009_parser_version,
 ]
 
 
