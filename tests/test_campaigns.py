@@ -420,21 +420,17 @@ def _deploy_then_tune(con: duckdb.DuckDBPyConnection) -> str:
         "activations. Relaunching with 0.80.",
         7,
     )
-    i = b.msg("assistant", "", 8)
-    c = b.call(i, "python -m sglang.launch_server --mem-fraction-static 0.80", "", 8)
-    b.launch(i, c, mem_fraction_static=0.80)
-    first = i
-    i = b.msg("tool", BENCH.format(value=1650.2), 15)
-    label = f"concurrency=64,launch_msg_idx={first}"
-    b.measure(i, "output_token_throughput", 1650.2, label, "tok/s")
+
+    def launch_and_bench(at: int, flag: str, value: float, bench_at: int, **flags: object) -> None:
+        launch = b.msg("assistant", "", at)
+        b.launch(launch, b.call(launch, f"python -m sglang.launch_server {flag}", "", at), **flags)
+        i = b.msg("tool", BENCH.format(value=value), bench_at)
+        label = f"concurrency=64,launch_msg_idx={launch}"
+        b.measure(i, "output_token_throughput", value, label, "tok/s")
+
+    launch_and_bench(8, "--mem-fraction-static 0.80", 1650.2, 15, mem_fraction_static=0.80)
     b.msg("assistant", "Baseline 1650 tok/s at c64. Trying --cuda-graph-max-bs 64 next.", 16)
-    i = b.msg("assistant", "", 17)
-    c = b.call(i, "python -m sglang.launch_server --cuda-graph-max-bs 64", "", 17)
-    b.launch(i, c, cuda_graph_max_bs=64)
-    second = i
-    i = b.msg("tool", BENCH.format(value=2105.7), 30)
-    label = f"concurrency=64,launch_msg_idx={second}"
-    b.measure(i, "output_token_throughput", 2105.7, label, "tok/s")
+    launch_and_bench(17, "--cuda-graph-max-bs 64", 2105.7, 30, cuda_graph_max_bs=64)
     b.save("deploy and tune", "m")
     return b.sid
 

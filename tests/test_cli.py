@@ -27,6 +27,16 @@ def _commands() -> list[str]:
     return sorted(group.commands)  # type: ignore[attr-defined]
 
 
+
+def _one_line_session(tmp_path: Path, text: str) -> Path:
+    """``s.jsonl``: a Claude Code session of one user line saying ``text``."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps({
+        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
+        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": text},
+    }) + "\n")
+    return path
+
 def test_every_command_is_documented_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     for name in _commands():
@@ -57,11 +67,7 @@ def test_missing_database_is_one_clear_line(tmp_path: Path) -> None:
 def test_unknown_format_names_file_and_formats_and_exits_1(tmp_path: Path) -> None:
     bad = tmp_path / "notes.md"
     bad.write_text("# not a transcript\n")
-    good = tmp_path / "s.jsonl"
-    good.write_text(json.dumps({
-        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
-        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "ok?"},
-    }) + "\n")
+    _one_line_session(tmp_path, "ok?")
     res = _run("ingest", str(tmp_path), "--db", str(tmp_path / "t.duckdb"), cwd=tmp_path)
     assert res.returncode == 1, res.stderr
     assert "notes.md" in res.stderr and "claude_code" in res.stderr and "codex" in res.stderr
@@ -72,11 +78,7 @@ def test_unknown_format_names_file_and_formats_and_exits_1(tmp_path: Path) -> No
 def test_the_summary_counts_the_files_read_again_after_a_parser_update(tmp_path: Path) -> None:
     import duckdb
 
-    good = tmp_path / "s.jsonl"
-    good.write_text(json.dumps({
-        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
-        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "ok?"},
-    }) + "\n")
+    good = _one_line_session(tmp_path, "ok?")
     db = tmp_path / "t.duckdb"
     res = runner.invoke(app, ["ingest", str(good), "--db", str(db)])  # (this checkout's code)
     assert res.exit_code == 0, res.output
@@ -118,11 +120,7 @@ def test_workers_option(tmp_path: Path) -> None:
 
 
 def test_unknown_session_is_one_line(tmp_path: Path) -> None:
-    good = tmp_path / "s.jsonl"
-    good.write_text(json.dumps({
-        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
-        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "hello"},
-    }) + "\n")
+    good = _one_line_session(tmp_path, "hello")
     db = str(tmp_path / "t.duckdb")
     assert _run("ingest", str(good), "--db", db, cwd=tmp_path).returncode == 0
     res = _run("show", "zzz-none", "--db", db, cwd=tmp_path)
@@ -138,11 +136,7 @@ def test_show_piped_keeps_each_message_on_one_line(
     next page) must not be folded at 80 columns (a grep would find half of it)."""
     monkeypatch.setenv("COLUMNS", "40")
     words = " ".join(f"word{i}" for i in range(25))  # (about 170 characters)
-    good = tmp_path / "s.jsonl"
-    good.write_text(json.dumps({
-        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
-        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": words},
-    }) + "\n")
+    good = _one_line_session(tmp_path, words)
     db = str(tmp_path / "t.duckdb")
     assert _run("ingest", str(good), "--db", db, cwd=tmp_path).returncode == 0
     res = _run("show", "abc", "--db", db, cwd=tmp_path)
@@ -271,11 +265,7 @@ def test_an_error_naming_brackets_keeps_them(tmp_path: Path) -> None:
 
 def test_an_empty_file_is_a_notice_not_an_error(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_bytes(b"")
-    good = tmp_path / "s.jsonl"
-    good.write_text(json.dumps({
-        "type": "user", "uuid": "u1", "sessionId": "abc", "parentUuid": None,
-        "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "ok?"},
-    }) + "\n")
+    _one_line_session(tmp_path, "ok?")
     for args in ([str(tmp_path)], [str(tmp_path / "empty.jsonl"), "--format", "codex"]):
         res = _run("ingest", *args, "--db", str(tmp_path / "t.duckdb"), cwd=tmp_path)
         assert res.returncode == 0, res.stderr

@@ -450,16 +450,22 @@ def background_job_id(call: ToolCall) -> str | None:
         return polled_session(call)
     if call.tool not in BACKGROUND_CHECK_TOOLS | WAIT_TOOLS:
         return None
-    try:
-        data = json.loads(call.input or "{}")
-    except ValueError:
-        return "?"
-    if not isinstance(data, dict):
+    data = _input_object(call)
+    if data is None:
         return "?"
     for key in ("bash_id", "shell_id", "task_id", "id", "shellId", "taskId"):
         if data.get(key):
             return str(data[key])
     return "?"
+
+
+def _input_object(call: ToolCall) -> dict[str, object] | None:
+    """A call's input, when it is a JSON object (no input: an empty one)."""
+    try:
+        data = json.loads(call.input or "{}")
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _only_waits(call: ToolCall) -> bool:
@@ -478,11 +484,8 @@ def _waits_only(command: str) -> bool:
 def polled_session(call: ToolCall) -> str | None:
     """The exec session a ``write_stdin`` call polls (its ``session_id``, when its ``chars``
     are empty or absent), or None."""
-    try:
-        data = json.loads(call.input or "{}")
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("chars"):
+    data = _input_object(call)
+    if data is None or data.get("chars"):
         return None
     session = data.get("session_id")
     if isinstance(session, bool) or not isinstance(session, int | str) or session == "":
