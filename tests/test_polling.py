@@ -349,3 +349,82 @@ def test_a_health_poll_is_not_read_as_a_log() -> None:
     assert loop is not None and loop.outcome == "unknown"
     logs = run("sleep 20; docker logs --tail 5 sglang", SGLANG_READY)
     assert logs is not None and logs.outcome == "ready"
+
+
+# --- polling loops written in Python ------------------------------------------
+
+PY_HEREDOC = """python3 - <<'EOF'
+import time, requests
+for i in range(60):
+    try:
+        r = requests.get('http://localhost:8000/health', timeout=2)
+        if r.ok:
+            print('UP'); break
+    except Exception:
+        pass
+    time.sleep(5)
+EOF"""
+
+PY_WRITTEN = """cat > /tmp/poll.py <<'EOF'
+import sys, time
+from pathlib import Path
+LOG = '/tmp/vllm.log'
+while True:
+    text = Path(LOG).read_text()
+    if 'Application startup complete' in text:
+        print('READY'); break
+    if 'Traceback' in text:
+        print('FAILED'); sys.exit(1)
+    time.sleep(15)
+EOF
+python /tmp/poll.py"""
+
+
+def test_python_heredoc_loop_is_a_polling_loop() -> None:
+    loop = run(PY_HEREDOC, output="UP\n")
+    assert loop is not None
+    assert (loop.interval_s, loop.max_iterations, loop.max_wait_s) == (5.0, 60, 300.0)
+    assert loop.target == "http://localhost:8000/health"
+    assert loop.outcome == "ready"
+    shape = loop_shape(PY_HEREDOC)
+    assert shape is not None and shape.kind == "code"
+
+
+def test_python_c_loop_with_try_break() -> None:
+    command = ('python -c "import time,urllib.request as u\nfor i in range(120):\n  try:\n'
+               "    u.urlopen('http://localhost:30000/health'); print('ready'); break\n"
+               '  except Exception: time.sleep(10)"')
+    loop = run(command, output="ready\n")
+    assert loop is not None and (loop.interval_s, loop.max_iterations) == (10.0, 120)
+    assert loop.outcome == "ready"
+
+
+def test_python_script_written_then_run_reads_its_patterns() -> None:
+    loop = run(PY_WRITTEN, output="FAILED\n")
+    assert loop is not None
+    assert loop.target == "/tmp/vllm.log"  # a module-level constant, resolved
+    assert (loop.success_pattern, loop.failure_pattern) == ("Application startup complete", "Traceback")
+    assert loop.outcome == "failed"
+    ready = run(PY_WRITTEN, output="READY\n")
+    assert ready is not None and ready.outcome == "ready"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # a sweep: runs a benchmark and pauses, never leaves on what it saw
+        "python - <<'EOF'\nimport subprocess, time\nfor c in [1, 4, 16]:\n"
+        "    subprocess.run(['python', '-m', 'sglang.bench_serving', '--max-concurrency', str(c)])\n"
+        "    time.sleep(5)\nEOF",
+        # load: posts with pauses until a deadline
+        "python3 -c \"import requests,time\nend=time.time()+60\nwhile time.time()<end:\n"
+        "  requests.post('http://localhost:8000/v1/completions', json={})\n  time.sleep(0.1)\"",
+        # waits without checking anything
+        "python - <<'EOF'\nimport time\nfor i in range(3):\n    time.sleep(1)\n    print(i)\nEOF",
+        "python -c 'this is not python'",
+        # the here-document is data for a script, not the program
+        "python run.py <<'EOF'\nfor i in range(9):\n    requests.get('http://x:1/h'); time.sleep(1); break\nEOF",
+    ],
+)
+def test_python_code_that_does_not_poll(command: str) -> None:
+    assert loop_shape(command) is None

@@ -129,13 +129,16 @@ def test_polling_loop_written_to_a_file_is_not_polling(tagger: Tagger) -> None:
     assert _tags(tagger, command) == set()
 
 
-def test_python_polling_in_a_heredoc_is_left_to_the_shell_rules(tagger: Tagger) -> None:
-    """A Python ``while`` loop is not a shell loop: only shell polling is measured."""
+def test_python_polling_in_a_heredoc_is_a_polling_loop(tagger: Tagger) -> None:
+    """A Python ``while`` loop that checks a server and sleeps waits as a shell loop does
+    (read with Python's parser: ``codeloop``)."""
     command = (
         "python3 - <<'EOF'\nimport time, requests\nwhile True:\n"
         "    if requests.get('http://localhost:8000/health').ok:\n        break\n    time.sleep(5)\nEOF"
     )
-    assert loop_shape(command) is None and _tags(tagger, command) == set()
+    shape = loop_shape(command)
+    assert shape is not None and (shape.kind, shape.interval_s) == ("code", 5.0)
+    assert _tags(tagger, command) == {"polling_loop"}
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from analytics.analysis.tagging.shell import ShellScript, SimpleCommand, core_words, parse_shell
+from analytics.analysis.tagging.codeloop import code_loop
+from analytics.analysis.tagging.shell import (
+    ShellScript,
+    SimpleCommand,
+    core_words,
+    parse_shell,
+    python_programs,
+)
 from analytics.command_output import command_output
 from analytics.models import MessageContext, PollingLoop, ToolCall, trusted
 
@@ -96,11 +103,15 @@ class LoopShape:
     """What the command text says about a loop, before looking at the output."""
 
     kind: str
-    """``loop`` | ``watch`` | ``sleep_check``"""
+    """``loop`` | ``watch`` | ``sleep_check`` | ``code`` (a loop in Python code the command runs)"""
     interval_s: float | None = None
     max_iterations: int | None = None
     timeout_s: float | None = None
     checks: tuple[str, ...] = ()
+    patterns: tuple[str | None, str | None, str | None, str | None] | None = None
+    """What ``exit_patterns`` finds in a shell loop, read off the code of a ``code`` loop."""
+    target: str | None = None
+    """What a ``code`` loop checks (a shell loop's is read off the script: ``_target``)."""
 
 
 def _sleep_of(cmds: list[SimpleCommand]) -> float | None:
@@ -172,6 +183,12 @@ def loop_shape(command: str) -> LoopShape | None:
             checks = tuple(w for w in loop.header.split()[:1] if w in CHECK_PROGRAMS)
         if interval is not None and checks:
             return LoopShape("loop", interval, _iterations(loop.kind, loop.header, command), timeout_s, checks)
+    for code in python_programs(script):
+        found = code_loop(code)
+        if found is not None:
+            pats = (found.success, found.failure, found.success_marker, found.failure_marker)
+            return LoopShape("code", found.interval_s, found.max_iterations, timeout_s,
+                             found.checks, pats, found.target)
     for c in script.commands:
         core = core_words(c.words)
         if core and core[0] == "watch":
@@ -410,7 +427,7 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
     if shape is None:
         return None
     script = parse_shell(command)
-    pats = exit_patterns(command)
+    pats = shape.patterns if shape.patterns is not None else exit_patterns(command)
     printed = command_output(call.output)
     out = printed.text  # (patterns are looked for in what the command printed, not its header)
     max_wait = shape.timeout_s
@@ -424,7 +441,7 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
         "interval_s": shape.interval_s,
         "max_iterations": shape.max_iterations,
         "max_wait_s": max_wait,
-        "target": _target(script),
+        "target": shape.target or _target(script),
         "success_pattern": pats[0],
         "failure_pattern": pats[1],
         "outcome": _outcome(call, shape, pats, out, _reads_log(script)),

@@ -164,6 +164,40 @@ def stdin_program(cmd: SimpleCommand) -> tuple[str, str] | None:
     return (kind, body) if _program_from_stdin(core[1:], kind == "shell") else None
 
 
+_PYTHON = re.compile(r"(?:python|pypy)[\d.]*")
+
+
+def python_programs(script: ShellScript) -> list[str]:
+    """The Python code the commands of ``script`` run: a ``python -c '…'`` string, a
+    ``python - <<'EOF'`` here-document, or a ``.py`` file an earlier command of the same
+    snippet wrote (``cat > poll.py <<'EOF' … EOF; python poll.py``)."""
+    written: dict[str, str] = {}
+    found: list[str] = []
+    for cmd in script.commands:
+        _remember_written(cmd, written)
+        core = program_words(cmd.words)
+        if not core or not _PYTHON.fullmatch(core[0].rsplit("/", 1)[-1]):
+            continue
+        args = core[1:]
+        if "-c" in args[:-1]:
+            found.append(args[args.index("-c") + 1])
+            continue
+        fed = stdin_program(cmd)
+        if fed is not None:
+            found.append(fed[1])
+            continue
+        path = next((a for a in args if not a.startswith("-")), None)
+        if path is not None and path.endswith(".py"):
+            norm = posixpath.normpath(path)
+            text = written.get(norm) or next(
+                (t for p, t in written.items() if posixpath.basename(p) == posixpath.basename(norm)),
+                None,
+            )
+            if text is not None:
+                found.append(text)
+    return found
+
+
 def program_words(words: list[str]) -> list[str]:
     """``core_words`` past a leading ``uv run --with x``, ``conda run -n env``, ``poetry run`` …
     (``_RUNNERS``): the program those run, with the same arguments and standard input.
