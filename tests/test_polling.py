@@ -428,3 +428,10 @@ def test_python_script_written_then_run_reads_its_patterns() -> None:
 )
 def test_python_code_that_does_not_poll(command: str) -> None:
     assert loop_shape(command) is None
+
+
+def test_nc_port_knock_names_its_target() -> None:
+    loop = run("while ! nc -z localhost 8000; do sleep 2; done; echo open", output="open\n")
+    assert loop is not None and loop.target == "localhost:8000"
+    timed = run("until nc -z -w 1 10.0.0.5 30000; do sleep 5; done")
+    assert timed is not None and timed.target == "10.0.0.5:30000"  # past -w's value

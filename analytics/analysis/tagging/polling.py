@@ -272,6 +272,10 @@ def _target(script: ShellScript) -> str | None:
             return core[-1]
         if c.name == "nvidia-smi":
             return "nvidia-smi"
+        if c.name in ("nc", "ncat"):  # nc -z HOST PORT: the port it knocks on
+            args = [w for w in core[1:] if not w.startswith("-")]
+            if len(args) >= 2 and args[-1].isdigit() and not args[-2].isdigit():
+                return f"{args[-2]}:{args[-1]}"
     for c in script.commands:
         if c.name == "grep" and c.nested == 0:
             prev = script.commands[script.commands.index(c) - 1] if script.commands.index(c) else None
