@@ -397,6 +397,27 @@ def test_jsonl_reader_offsets(tmp_path: Path) -> None:
     assert (ledger.end_offset, ledger.end_line) == (25, 5)
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 7, 16, 64])
+def test_jsonl_reader_chunking_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """Lines longer than a read (a base64 image in one record), lines ending exactly at a
+    read's end, blank lines and an unterminated last line read the same at any read size
+    as in one read."""
+    path = tmp_path / "x.jsonl"
+    long = json.dumps({"data": "A" * 200})
+    path.write_bytes(f'{{"a":1}}\n{long}\n\n  \n{long}\n{{"b":2}}\n{long}'.encode())
+
+    def read(offset: int = 0, line_no: int = 0) -> list[tuple[int, int, bytes, bool]]:
+        return [(j.line_no, j.offset, j.raw, j.terminated)
+                for j in _jsonl.iter_lines(path, offset, line_no)]
+
+    whole, from_second = read(), read(8, 1)
+    monkeypatch.setattr(_jsonl, "CHUNK_SIZE", chunk)
+    assert read() == whole and len(whole) == 5 and not whole[-1][3]
+    assert read(8, 1) == from_second == whole[1:]
+
+
 def test_jsonl_invalid_utf8(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
     path.write_bytes(b'{"a":"\xff\xfe"}\n')

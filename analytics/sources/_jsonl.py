@@ -94,9 +94,16 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
         glued = _ends_unterminated_line(fh, offset)
         offset = skip_bom(fh, offset)
         pending = b""
+        held: list[bytes] = []  # chunks of a line longer than a chunk, joined once it ends
         pos = offset
         while chunk := fh.read(CHUNK_SIZE):
-            parts = (pending + chunk).split(b"\n")
+            if b"\n" not in chunk:
+                held.append(chunk)  # (a 60 MB base64 image: not copied at every read)
+                continue
+            if held:
+                parts, held = b"".join([pending, *held, chunk]).split(b"\n"), []
+            else:
+                parts = (pending + chunk).split(b"\n")
             pending = parts.pop()
             for raw in parts:
                 if glued and (not raw or raw.isspace()):
@@ -117,6 +124,8 @@ def iter_lines(path: Path, offset: int = 0, line_no: int = 0) -> Generator[JsonL
                             )
                     yield JsonLine(line_no, pos, raw, value, True, f"line {line_no}")
                 pos += len(raw) + 1
+        if held:
+            pending = b"".join([pending, *held])
         if pending and not pending.isspace():
             yield JsonLine(line_no + 1, pos, pending, _decode(pending), terminated=False)
 
