@@ -28,9 +28,9 @@ from .logs import ContextEngine, scan_log
 from .nvidia_smi import gpu_numbers
 
 MAX_SCAN_CHARS = 10_000_000
+"""Longer outputs: the first and last half of this budget are scanned."""
 MAX_COUNTED_LINES = 200_000
 """Timestamped log lines remembered per session to skip re-read numbers (then forgotten)."""
-"""Longer outputs: the first and last half of this budget are scanned."""
 
 
 @dataclass
