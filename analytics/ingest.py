@@ -788,7 +788,7 @@ def iter_units(
     ``stored`` (see ``_stored_units``) unchanged since are not detected again. ``passed``
     is told of the agents' own files in their home folders, which are not units."""
     from analytics.errors import UnknownFormatError
-    from analytics.sources.detect import detect_format, iter_inputs
+    from analytics.sources.detect import detect_format, iter_inputs, special_kind
 
     known = partial(_known_format, fmt, stored or {})
     for path in paths:
@@ -797,6 +797,8 @@ def iter_units(
             continue
         for unit, detected in iter_inputs([path], known, passed):
             chosen = detected if fmt == "auto" else fmt
+            if chosen is not None and fmt != "auto" and special_kind(unit) is not None:
+                chosen = None  # (a forced format does not make a named pipe readable)
             if chosen is None:
                 try:
                     detect_format(unit)

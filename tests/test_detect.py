@@ -191,6 +191,44 @@ def test_iter_inputs_explicit_files_always_yielded(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- registry
 
 
+def test_named_pipes_and_sockets_are_never_opened(tmp_path: Path) -> None:
+    """A named pipe (or socket) in a folder is passed over; given as a path it is reported,
+    also under a forced format. Opening a pipe to read waits for a writer: before, the
+    ingest of such a folder hung."""
+    import os
+    import signal
+    import socket
+
+    from analytics.ingest import ingest
+
+    def waited(*_: object) -> None:
+        raise TimeoutError("the ingest opened the named pipe and waited for a writer")
+
+    signal.signal(signal.SIGALRM, waited)
+    signal.alarm(60)  # (a regression fails here instead of hanging the suite)
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(TEXT, folder / "t.txt")
+    os.mkfifo(folder / "pipe.jsonl")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(folder / "agent.sock"))
+    try:
+        assert [u.name for u, _ in iter_inputs([folder])] == ["t.txt"]
+        with pytest.raises(SourceError, match="named pipe"):
+            detect_format(folder / "pipe.jsonl")
+        whole = ingest([folder], db=tmp_path / "a.duckdb", analyse=False, build_index=False)
+        assert not whole.errors and [f.status for f in whole.files] == ["ingested"]
+        for fmt in ("auto", "claude_code"):
+            given = ingest([folder / "pipe.jsonl"], db=tmp_path / "b.duckdb", fmt=fmt,
+                           analyse=False, build_index=False)
+            [error] = given.errors
+            assert "not a regular file but a named pipe" in (error.error or "")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        sock.close()
+
+
 def test_get_module() -> None:
     module = get_module("opencode")
     assert module.FORMAT == "opencode" and module.APPENDABLE is False

@@ -13,6 +13,7 @@ import importlib
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from fnmatch import fnmatch
 from pathlib import Path
@@ -81,6 +82,12 @@ def detect_format(path: Path) -> str:
     what the content looks like) or :class:`SourceError` when it cannot be read."""
     if not path.exists():
         raise SourceError(str(path), _missing(path))
+    special = special_kind(path)
+    if special is not None:
+        raise SourceError(
+            str(path), f"not a regular file but {special}, which is not read (it could block "
+            "until something writes to it); save what it carries to a file and ingest that"
+        )
     if path.is_dir():
         opencode = get_module("opencode")
         if opencode.sniff(path, b""):
@@ -99,6 +106,20 @@ def detect_format(path: Path) -> str:
     if utf16_without_bom(head):
         raise SourceError(str(path), NO_BOM)
     raise UnknownFormatError(str(path), list(FORMATS), describe(path, text))
+
+
+_SPECIAL = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def special_kind(path: Path) -> str | None:
+    """What ``path`` is when it is neither a file nor a folder (a named pipe, a socket, a
+    device: opening one to read may wait forever), else None."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    return next((what for test, what in _SPECIAL if test(mode)), None)
 
 
 def _missing(path: Path) -> str:
@@ -155,7 +176,9 @@ def iter_unit_paths(paths: list[Path], passed: Passed | None = None) -> Iterator
     1.2+ migrated its content into the database, so reading both would count every session
     twice. In an agent's home folder (``~/.claude``, ``~/.codex``, ``~/.local/share/opencode``:
     see ``homes.py``), walked or above the folder given, the agent's own entries (settings,
-    history, logs, snapshots…) are not read; ``passed`` is told of each."""
+    history, logs, snapshots…) are not read; ``passed`` is told of each. Named pipes,
+    sockets and devices in a folder are not units (reading one may wait forever); given as
+    a path, one is reported (``detect_format``)."""
     for path in paths:
         if path.is_dir():
             yield from _walk(path, passed)
@@ -184,6 +207,8 @@ def _walk(top: Path, passed: Passed | None) -> Iterator[Path]:
         for name in sorted(filenames):
             if any(fnmatch(name, pattern) for pattern in SKIP_FILES):
                 continue
+            if special_kind(here / name) is not None:
+                continue  # a pipe, a socket or a device in the folder: not a file of records
             if home is None or not _passes(home, name, False, passed):
                 yield here / name
 
