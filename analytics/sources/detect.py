@@ -285,6 +285,13 @@ def _detect_or_none(path: Path) -> str | None:
         return None
 
 
+_COMPRESSED = (
+    (b"\x1f\x8b", "gzip", "gunzip -k"), (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),
+    (b"BZh", "bzip2", "bunzip2 -k"), (b"\xfd7zXZ\x00", "xz", "unxz -k"),
+)
+"""Magic numbers of compressed files: (start, compression, the command that undoes it)."""
+
+
 def describe(path: Path, head: bytes) -> str:
     """What an unsupported file looks like, for the error message."""
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -296,6 +303,9 @@ def describe(path: Path, head: bytes) -> str:
         return "a ZIP archive"
     if head.startswith(b"SQLite format 3\x00"):
         return "an SQLite database without opencode's session/message/part tables"
+    for magic, what, tool in _COMPRESSED:
+        if head.startswith(magic):
+            return f"a {what}-compressed file: decompress it first with `{tool} {path.name}`"
     if b"\x00" in head:
         return "a binary file"
     if stripped[:1] in (b"{", b"["):
