@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import gzip
 import hashlib
+import lzma
 import os
 import shutil
 import tempfile
 import threading
 import time
 import warnings
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -30,7 +33,7 @@ import duckdb
 import orjson
 
 from analytics import machine
-from analytics.errors import AnalyticsError, DatabaseLockedError, is_interrupt
+from analytics.errors import AnalyticsError, DatabaseLockedError, SourceError, is_interrupt
 from analytics.formats import FORMATS, PARSER_VERSIONS, UTF8_BOM
 from analytics.gcpause import no_cyclic_gc
 from analytics.ingest_pool import (
@@ -41,6 +44,7 @@ from analytics.ingest_pool import (
     remove_dead_pool_folders,
     run_pool,
 )
+from analytics.sources.compressed import compression_of
 from analytics.sources.encoding import path_text, transcoded, utf16_codec
 from analytics.store.db import connect, default_db, sql_string
 from analytics.timing import report as report_timings
@@ -344,6 +348,9 @@ class Ingestor:
         ):
             return self._unchanged(key, fmt, prev)
         module = get_module(fmt)  # (the parser: not imported for an unchanged file)
+        kind = compression_of(path) if path.is_file() else None
+        if kind is not None:
+            return self._load_compressed(path, key, fmt, module, size, mtime, prev, current, kind)
         if prev is None and path.is_file():
             # Nothing stored to compare with: the file (its first ``size`` bytes) is hashed
             # on a thread while it is parsed; hashlib and reads release the GIL.
@@ -380,6 +387,32 @@ class Ingestor:
         result.reread = same  # (unchanged, but stored by another parser version)
         return result
 
+    def _load_compressed(
+        self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
+        prev: dict[str, Any] | None, current: bool, kind: str,
+    ) -> FileResult:
+        """Load a compressed file through a decompressed copy (``compressed.py``), always
+        whole: a changed one is read again, never appended to. Stored under its own path,
+        with the size, time and hash of its compressed bytes (what says it changed)."""
+        from analytics.sources.compressed import decompressed
+
+        sha = content_shas(path)[0]
+        same = prev is not None and prev["sha256"] == sha and prev["format"] == fmt
+        if prev is not None and same and current:
+            self.con.execute("UPDATE ingest_files SET mtime = ? WHERE path = ?", [mtime, key])
+            return self._unchanged(key, fmt, prev)
+        try:
+            # (beside the database, as staging is: not in its staging folder, which a
+            # large file's staging removes when it is done)
+            near = self.staging_dir.parent if self.staging_dir is not None else None
+            with decompressed(path, kind, near) as plain:
+                result = self._load_in_transaction(
+                    plain, key, fmt, module, size, mtime, lambda: sha, prev, whole=True)
+        except (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile) as exc:
+            raise SourceError(key, f"a {kind}-compressed file that cannot be decompressed: {exc}") from exc
+        result.reread = same
+        return result
+
     def _append(
         self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
         prev: dict[str, Any], mark: int,
@@ -412,12 +445,12 @@ class Ingestor:
     def _load_in_transaction(
         self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
         sha_of: Callable[[], str], prev: dict[str, Any] | None = None,
-        resume: Resume | None = None,
+        resume: Resume | None = None, whole: bool = False,
     ) -> FileResult:
         """``_load`` in a transaction of its own."""
         self.con.execute("BEGIN TRANSACTION")
         try:
-            result = self._load(path, key, fmt, module, size, mtime, sha_of, prev, resume)
+            result = self._load(path, key, fmt, module, size, mtime, sha_of, prev, resume, whole)
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
@@ -531,7 +564,10 @@ class Ingestor:
         sha_of: Callable[[], str],
         prev: dict[str, Any] | None,
         resume: Resume | None,
+        whole: bool = False,
     ) -> FileResult:
+        """Parse, store and analyse ``path`` as the file ``key``. ``whole``: ``path`` is a
+        copy of ``key`` (decompressed), whose offsets are not the file's: never appended."""
         from analytics.ingest_load import AnalysisStream, FileLoader
         from analytics.models import Ledger
 
@@ -610,7 +646,7 @@ class Ingestor:
         end_offset = ledger.end_offset or (resume.offset if resume else 0)
         prefix_sha = None
         sha = sha_of()
-        if getattr(module, "APPENDABLE", False) and transcoded(path):
+        if getattr(module, "APPENDABLE", False) and (whole or transcoded(path)):
             end_offset = 0  # (offsets into its UTF-8 text, not the file: a change re-reads it)
         elif getattr(module, "APPENDABLE", False):
             prefix_sha = sha if end_offset == size else content_sha(path, end_offset)

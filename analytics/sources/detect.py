@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import importlib
 import json
+import lzma
 import os
 import re
 import stat
@@ -21,6 +22,7 @@ from types import ModuleType
 
 from analytics.errors import SourceError, UnknownFormatError, UsageError
 from analytics.formats import FORMATS
+from analytics.sources.compressed import compression, plain_head
 from analytics.sources.encoding import NO_BOM, utf8_head, utf16_without_bom
 from analytics.sources.homes import Home, home_above, layout_of
 
@@ -99,13 +101,24 @@ def detect_format(path: Path) -> str:
         head = read_head(path)
     except OSError as exc:
         raise SourceError(str(path), f"cannot read: {exc}") from exc
+    kind = compression(head)
+    if kind is not None:  # (detected by what it holds: see compressed.py)
+        try:
+            head = plain_head(path, kind, HEAD_BYTES)
+        except (OSError, EOFError, lzma.LZMAError) as exc:
+            raise SourceError(
+                str(path), f"a {kind}-compressed file that cannot be decompressed: {exc}"
+            ) from exc
     text = utf8_head(head)  # (UTF-16 transcoded, a byte order mark dropped: as the parsers do)
     for fmt, module in available_modules():
         if _sniff(module, path, text):
             return fmt
     if utf16_without_bom(head):
         raise SourceError(str(path), NO_BOM)
-    raise UnknownFormatError(str(path), list(FORMATS), describe(path, text))
+    what = describe(path, text)
+    raise UnknownFormatError(
+        str(path), list(FORMATS), what if kind is None else f"a {kind}-compressed file: {what}"
+    )
 
 
 _SPECIAL = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
@@ -285,11 +298,9 @@ def _detect_or_none(path: Path) -> str | None:
         return None
 
 
-_COMPRESSED = (
-    (b"\x1f\x8b", "gzip", "gunzip -k"), (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),
-    (b"BZh", "bzip2", "bunzip2 -k"), (b"\xfd7zXZ\x00", "xz", "unxz -k"),
-)
-"""Magic numbers of compressed files: (start, compression, the command that undoes it)."""
+_COMPRESSED = ((b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),)
+"""Magic numbers of compressed files Python's standard library does not read (gzip, bzip2
+and xz are read: ``compressed.py``): (start, compression, the command that undoes it)."""
 
 
 def describe(path: Path, head: bytes) -> str:
