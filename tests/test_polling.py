@@ -435,3 +435,44 @@ def test_nc_port_knock_names_its_target() -> None:
     assert loop is not None and loop.target == "localhost:8000"
     timed = run("until nc -z -w 1 10.0.0.5 30000; do sleep 5; done")
     assert timed is not None and timed.target == "10.0.0.5:30000"  # past -w's value
+
+
+PY_WAIT = """python3 - <<'EOF'
+import time, requests
+for attempt in range(90):
+    try:
+        if requests.get("http://localhost:30000/health", timeout=2).ok:
+            break
+    except requests.ConnectionError:
+        pass
+    time.sleep(4)
+EOF"""
+
+
+@pytest.mark.parametrize(
+    "command,interval,iters",
+    [
+        (PY_WAIT, 4.0, 90),
+        ("python -c \"import os,time\nwhile not os.path.exists('/tmp/ready'):\n    time.sleep(2)\nprint('ok'); exit(0)\"", 2.0, None),
+    ],
+)
+def test_python_wait_loop(command: str, interval: float, iters: int | None) -> None:
+    """A wait written in Python (a loop, a sleep, a look outside, a way out) polls as the
+    shell forms do."""
+    shape = loop_shape(command)
+    assert shape is not None and shape.kind == "code"
+    assert shape.interval_s == interval and shape.max_iterations == iters
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python - <<'EOF'\nimport time, requests\nfor p in prompts:\n    requests.post('http://x/v1/completions', json={'prompt': p})\n    time.sleep(0.5)\nEOF",
+        "cat > wait.py <<'EOF'\nimport time, requests\nwhile True:\n    if requests.get('http://x/health').ok:\n        break\n    time.sleep(5)\nEOF",
+        "python wait_ready.py --sleep 5",
+    ],
+)
+def test_python_not_a_wait_loop(command: str) -> None:
+    """A paced load generator has no way out on a condition; a script written to a file
+    does not run; a script file's code is not on the command line."""
+    assert loop_shape(command) is None

@@ -603,3 +603,114 @@ def test_checkins_in_other_languages(tagger: Tagger, tag: str, text: str, expect
     """"ready?" as people type it in their own language, short and with nothing else to do;
     a check-in followed by an instruction is an instruction."""
     assert has(tagger, ctx("user", text), tag) is expected
+
+
+# --- phrasings found missing by a fresh hand-written session (docs/labelling.md, "Fresh session") ---
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "user_checkin",
+    ["¿cómo va?", "¿ya terminó?", "läuft es?", "wie weit bist du?", "klappt es?", "ça tourne ?",
+     "进度如何", "搞定没", "どうなった？", "まだ？", "어때?", "이제 됐어?"],
+    ["¿cómo va el benchmark? si terminó, corre c=128", "wie weit bist du? dann bitte neu starten",
+     "ça tourne ? relance avec --tp 4", "进度如何？然后重启服务器", "まだ？ならベンチマークを止めて"],
+))
+def test_checkin_phrases_in_other_languages(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """Status asks of more than one word ("how is it going", "is it running") and the
+    Chinese ones that ask without a question mark; with an instruction they are instructions."""
+    assert has(tagger, ctx("user", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "user_checkin",
+    ["staus?", "reddy?", "updte?", "progres?", "finsihed?"],
+    ["staus", "reddy? then run c=64", "node?", "dune?"],
+))
+def test_checkin_word_typed_with_one_slip(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """One letter swapped, missing, doubled or wrong still asks "status?"; it still needs
+    the question mark and nothing else to do."""
+    assert has(tagger, ctx("user", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "user_checkin",
+    ["is it running now", "did it finish", "how's it looking", "hows it looking", "ok is the server up",
+     "it's done?"],
+    ["it's all done", "that's done", "is it possible to use fp8 here", "did it fail because of the flag",
+     "the server is up"],
+))
+def test_checkin_question_without_question_mark(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """A message that opens with a question word asks without "?"; a statement with the
+    same words does not."""
+    assert has(tagger, ctx("user", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "readiness_claim",
+    ["Good news: the router is back online.", "The endpoint has been up for an hour without a restart.",
+     "Mixtral-8x7B is serving on :8001.", "The benchmark is complete, numbers below.",
+     "The server is up and responding."],
+    ["Once it's back up I'll rerun the sweep.", "Is Mixtral-8x7B serving yet?",
+     "The benchmark is not complete yet.", "Let me check whether the endpoint is healthy."],
+))
+def test_readiness_other_subjects(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    assert has(tagger, ctx("assistant", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "readiness_claim",
+    ["Listo: el servidor está funcionando en el puerto 8000.", "Der Server ist jetzt online.",
+     "C'est bon, le serveur est prêt.", "Funktioniert wieder.", "서버가 정상적으로 동작하고 있습니다."],
+    ["El servidor todavía no está listo.", "Cuando esté listo, lanzo el benchmark.",
+     "Der Server ist noch nicht bereit.", "Le serveur n'est pas prêt.", "¿Está listo el servidor?"],
+))
+def test_readiness_claims_in_other_languages(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """The assistant answers in the user's language; negations, "when it is ready" and
+    questions are not claims there either."""
+    assert has(tagger, ctx("assistant", text), tag) is expected
+
+
+GENAI_PERF = """                     NVIDIA GenAI-Perf | LLM Metrics
+│          Time To First Token (ms) │   312.40 │    80.11 │ 1,201.90 │ 1,100.42 │
+│ Output Token Throughput (per sec) │ 1,840.11 │      N/A │      N/A │      N/A │"""
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "benchmark",
+    [GENAI_PERF, "done: 500 requests\noutput tok/s: 912.4\np99 ttft ms: 801", "total_tokens_per_sec = 4410.2"],
+    ["(APIServer pid=1) INFO [loggers.py:127] Engine 000: Avg prompt throughput: 10.0 tokens/s, "
+     "Avg generation throughput: 212.4 tokens/s, Running: 8 reqs", "wrote 3 rows to results.csv"],
+))
+def test_benchmark_result_lines(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """genai-perf's table and a hand-written load generator's summary are results; the
+    server's own throughput log line is not a benchmark."""
+    c = call("python load.py", output=text, status="completed", exit_code=0, result_msg_idx=0)
+    assert has(tagger, ctx("tool", results=[c]), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "error",
+    ["     Active: activating (auto-restart) (Result: exit-code) since Tue 2026-03-10 07:02:15 UTC; 3s ago",
+     "    Process: 2291 ExecStart=/opt/serve/launch.sh (code=exited, status=203)",
+     "Mar 10 07:02:15 gpu-07 systemd[1]: sglang.service: Main process exited, code=exited, status=1/FAILURE",
+     "Mar 10 07:02:25 gpu-07 systemd[1]: sglang.service: Scheduled restart job, restart counter is at 4.",
+     "(VllmWorker rank=1 pid=77) ERROR 03-10 07:02:14 [core.py:708] ValueError: No available memory"],
+    ["Mar 10 07:01:02 gpu-07 systemd[1]: vllm.service: Main process exited, code=killed, status=15/TERM",
+     "(APIServer pid=1) WARNING 03-10 07:02:14 [api_server.py:11] ignoring ValueError: empty prompt",
+     "     Active: active (running) since Tue 2026-03-10 07:05:15 UTC; 1min ago"],
+))
+def test_error_service_failures(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """systemd's crash-loop and exit-status forms, and an exception on a logger's ERROR
+    line; a service stopped on purpose (TERM) and a warning are not failures."""
+    c = call("systemctl status vllm", output=text, status="completed", exit_code=0, result_msg_idx=0)
+    assert has(tagger, ctx("assistant", calls=[c], results=[c]), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "launch", ["sudo systemctl enable --now sglang", "systemctl --user enable sglang --now"],
+    ["sudo systemctl enable sglang", "sudo install -m 0755 serve/launch.sh /opt/serve/launch.sh",
+     "vllm serve --help | grep tensor"],
+) + cases("benchmark", [], ["vllm bench serve --help", "python -m sglang.bench_serving --help | head"]))
+def test_launch_enable_now_and_help(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """``enable --now`` starts the unit; ``install`` copies a script; ``--help`` runs nothing."""
+    assert has(tagger, ctx("assistant", calls=[call(text)]), tag) is expected

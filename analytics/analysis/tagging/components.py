@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,44 @@ MATCHER_CACHE_SIZE = 2048
 """Distinct candidate-rule sets whose Matcher is kept."""
 _REQUIRED_OPS = ("", "1", "+")
 """Quantifiers under which a token pattern must occur in every match."""
+
+
+TYPO_MIN_CHARS = 4
+"""Shorter words are not read as a misspelt check-in word ("dne" is too far from anything)."""
+
+
+def one_edit_apart(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by exactly one substitution, insertion, deletion or swap of two
+    neighbouring letters ("stauts" / "status", "redy" / "ready")."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if len(a) < len(b):
+        return a[i:] == b[i + 1 :]
+    return a[i + 1 :] == b[i + 1 :] or (
+        i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i] and a[i + 2 :] == b[i + 2 :]
+    )
+
+
+@lru_cache(maxsize=4096)
+def _misspelt_checkin_word(lower: str) -> bool:
+    if len(lower) < TYPO_MIN_CHARS or not lower.isalpha():
+        return False
+    targets = lexicon()["checkin_typo_target"]
+    return lower not in targets and any(one_edit_apart(lower, t) for t in targets)
+
+
+def _checkin_typo(token: Token) -> bool:
+    return _misspelt_checkin_word(token.lower_)
+
+
+if not Token.has_extension("checkin_typo"):
+    Token.set_extension("checkin_typo", getter=_checkin_typo)
+"""A check-in word typed with one slip (``{"_": {"checkin_typo": true}}`` in a rule)."""
 
 
 class RuleError(ValueError):
@@ -233,13 +272,15 @@ def make_tag_patterns(nlp: Language, name: str, paths: list[str], spans_key: str
 
 class CheckinGate:
     """A check-in is a short status ask and nothing else: every token outside
-    the matched phrases must be filler, and most phrases need a question mark."""
+    the matched phrases must be filler, and most phrases need a question mark, unless
+    the message opens with a question word ("is it up", "hows it going")."""
 
     def __init__(self, name: str, lexicon_path: str, spans_key: str, max_tokens: int) -> None:
         lex = lexicon(Path(lexicon_path) if lexicon_path else None)
         self.name = name
         self.filler = lex["checkin_filler"]
         self.needs_q = lex["checkin_needs_question"]
+        self.openers = lex["question_opener"]
         self.spans_key = spans_key
         self.max_tokens = max_tokens
 
@@ -254,12 +295,20 @@ class CheckinGate:
         for t in words:
             if t.i not in covered and t.lower_ not in self.filler and not t.is_punct:
                 return []
-        has_q = any(t.text == "?" for t in words)
-        if not has_q and all(s.id_ in self.needs_q for s in spans):
+        has_q = any(t.text in ("?", "？") for t in words)
+        if not has_q and all(s.id_ in self.needs_q for s in spans) and not self._opens_question(words, spans):
             return []
         first = min(t.i for t in words)
         last = max(t.i for t in words)
         return [Span(doc, first, last + 1, label="user_checkin", span_id=spans[0].id_)]
+
+    def _opens_question(self, words: list[Token], spans: list[Span]) -> bool:
+        """A phrase that starts the message (after filler) with a question word: "did it come
+        up", "is it up now" ask without a question mark; "it's all done" does not."""
+        start = min(s.start for s in spans)
+        if any(t.i < start and t.lower_ not in self.filler and not t.is_punct for t in words):
+            return False
+        return words[0].doc[start].lower_ in self.openers
 
     def set_annotations(self, doc: Doc, keep: list[Span]) -> None:
         others = [s for s in doc.spans.get(self.spans_key, []) if s.label_ != "user_checkin"]

@@ -191,6 +191,8 @@ class ToolRules:
                 continue
             if inner_command(cmd.words) is not None:
                 continue  # ssh / bash -c / docker exec: their inner commands are matched instead
+            if "--help" in run:
+                continue  # ``vllm bench serve --help`` prints usage: it runs nothing
             fed = stdin_program(cmd)
             if fed is not None and fed[0] == "shell":
                 continue  # bash <<EOF: the commands of the here-document are matched instead

@@ -12,7 +12,7 @@ bounded in length).
 
 A pattern using attributes that cannot be translated (POS, LEMMA, REGEX …)
 compiles to ``None``, which means "always a candidate": such rules still work,
-they just do not get the speed-up.
+they just do not get the speed-up. A custom attribute (``_``) reads as any token.
 
 The trie regex ``\\b(?:trie)`` is not run as such: the engine would try it at every
 character. ``WordTrigger`` finds the same matches trying it only after a non-word
@@ -50,6 +50,8 @@ Step = tuple[Token, str]
 
 def _token(spec: dict[str, Any]) -> Token | None:
     for key, value in spec.items():
+        if key == "_":  # a custom attribute (``{"_": {"checkin_typo": true}}``) only narrows
+            return ("*",)  # the token down: any word is a superset
         if key in _TEXT_KEYS:
             if isinstance(value, str) and value:
                 return (value.lower(),)
