@@ -1,9 +1,14 @@
+import json
+from pathlib import Path
+
 import duckdb
 import pytest
+from _codex_rollouts import exec_header, write_rollout
 from golden.case_studies import DSV4, QWEN, SMOKE_CMD, SessionBuilder, case_study_db
 
 from analytics.analysis.readiness import generation_text, judge_check, subject_of
 from analytics.analysis.session import analyse_session, load_session_frames
+from analytics.ingest import ingest
 from analytics.store.migrations import migrate
 
 
@@ -158,6 +163,10 @@ def test_subjects() -> None:
     assert subject_of("Yes, it's up!") == "server"
     assert subject_of("Deployed to production.") == "deployment"
     assert subject_of("The parser bug is fixed.") == "feature"
+    # a served model answering its chat completions is the server's readiness
+    assert subject_of('Now it is ready: the chat completion answers correctly ("Jupiter").') == (
+        "server"
+    )
 
 
 def test_failure_events_are_ones_the_tooling_analyser_emits() -> None:
@@ -390,3 +399,42 @@ def test_claims_judged_while_later_analysis_is_unwritten_get_their_final_verdict
             assert early + judge_claims(load_session_frames(db, sid), upto) == whole
             early_judged += len(early)
     assert early_judged
+
+
+def test_a_claim_about_a_service_started_after_the_checks_is_unverified(tmp_path: Path) -> None:
+    """The smoke test answered a server the agent then stopped; ``systemctl enable --now``
+    started the service the claim is about, and nothing checked that one."""
+    def call(n: int, cmd: str) -> dict[str, object]:
+        return {"type": "function_call", "name": "exec_command", "call_id": f"c{n}",
+                "arguments": json.dumps({"cmd": cmd})}
+
+    def out(n: int, text: str) -> dict[str, object]:
+        return {"type": "function_call_output", "call_id": f"c{n}",
+                "output": exec_header("0.5000") + text}
+
+    def say(text: str) -> dict[str, object]:
+        return {"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": text}]}
+
+    smoke = ("curl -s localhost:8000/v1/chat/completions -d "
+             "'{\"messages\": [{\"role\": \"user\", \"content\": \"Largest planet?\"}]}'")
+    items = [
+        (1, call(1, "nohup vllm serve /m --port 8000 --tensor-parallel-size 2 > v.log 2>&1 &")),
+        (2, out(1, "4242\n")),
+        (90, call(2, smoke)),
+        (91, out(2, '{"choices": [{"message": {"content": "Jupiter"}}]}')),
+        (92, say("The server is up and answers correctly.")),
+        (100, call(3, "pkill -f 'vllm serve'")),
+        (101, out(3, "")),
+        (110, call(4, "systemctl daemon-reload && systemctl enable --now vllm-m.service")),
+        (111, out(4, "Created symlink /etc/systemd/system/multi-user.target.wants/vllm-m.service.\n")),
+        (112, say("Done: the vllm-m service is installed and the deployment is up.")),
+    ]
+    path = write_rollout(tmp_path, "0199a000-0000-7000-8000-0000000000ee", "2026-02-01", items)
+    db = tmp_path / "t.duckdb"
+    assert not ingest([path], db=db).errors
+    with duckdb.connect(str(db), read_only=True) as con:
+        verdicts = con.execute(
+            "SELECT c.verdict FROM readiness_claims c ORDER BY c.msg_idx"
+        ).fetchall()
+    assert verdicts == [("supported",), ("unverified",)]

@@ -110,6 +110,38 @@ def test_time_accounting_excludes_idle_gaps() -> None:
     assert summary["tool_calls"] == 1 and summary["campaigns"] == 0
 
 
+def test_time_accounting_counts_a_call_kept_in_its_own_message_as_work() -> None:
+    """opencode keeps a tool call and its result in one message stamped when the call
+    began: the minutes the call ran after it are the agent's, not the user's, and a
+    check-in or the time lost after an abort counts from when the call ended."""
+    con = duckdb.connect(":memory:")
+    from analytics.store.migrations import migrate
+
+    migrate(con)
+    b = SessionBuilder(con, "opencode:ses_long", "opencode")
+    b.msg("user", "benchmark it", 0)
+    i = b.msg("assistant", "", 1)
+    b.call(i, "vllm bench serve --model m", "...", 1, duration_s=10 * 60)
+    c = b.msg("user", "well?", 15)
+    b.tag(c, "user_checkin", "well?")
+    i = b.msg("assistant", "", 16)
+    b.call(i, "until grep -q ready log; do sleep 20; done", "", 16, 5 * 60, "aborted")
+    b.tag(i, "user_abort", "MessageAbortedError")
+    b.msg("user", "stop that, it is up", 22)
+    b.msg("assistant", "Right.", 22.5)
+    b.save("ses_long", "m")
+    create_views(con)
+    row = con.execute(
+        "SELECT * FROM v_time_accounting WHERE session_id = 'opencode:ses_long'"
+    ).df().iloc[0]
+    assert row["wall_clock_s"] == pytest.approx(22.5 * 60)
+    assert row["tool_s"] == pytest.approx(15 * 60)
+    assert row["agent_working_s"] == pytest.approx((1 + 10 + 1 + 5 + 0.5) * 60)
+    assert row["waiting_for_user_s"] == pytest.approx((4 + 1) * 60)
+    assert row["checkin_latency_max_s"] == pytest.approx(4 * 60)
+    assert row["lost_after_aborts_s"] == pytest.approx(1.5 * 60)
+
+
 def test_session_summary_counts_a_call_that_exited_non_zero_as_failed() -> None:
     """opencode keeps a shell call that exited 1 ``completed``; Claude Code and Codex say
     ``error``: a failed call is either, so formats compare."""

@@ -132,6 +132,14 @@ def test_nvidia_smi_csv_with_and_without_header() -> None:
     }
 
 
+def test_a_line_of_another_command_is_no_gpu_row() -> None:
+    """``pgrep … && echo alive; nvidia-smi --query-gpu=memory.used --format=csv,noheader``:
+    without an index column GPUs are numbered by row, and "alive" is none of them."""
+    cmd = "pgrep -f 'vllm serve' && echo alive; nvidia-smi --query-gpu=memory.used --format=csv,noheader"
+    got = [(g.label, g.value) for g in gpu_numbers("alive\n71860 MiB\n[N/A]\n1024 MiB\n", cmd)]
+    assert got == [("gpu=0", 71860), ("gpu=2", 1024)]  # GPU 1 reports no memory use
+
+
 def test_extractor_end_to_end() -> None:
     ex = ToolingExtractor()
     launch = ex.extract(

@@ -14,6 +14,7 @@ from analytics.analysis.tooling.flags import (
     resolve_flag,
     suggest_flag,
 )
+from analytics.analysis.tooling.launches import ScriptMemory
 from analytics.models import Message, MessageContext, ToolCall
 
 SID = "opencode:ses_versions"
@@ -134,6 +135,34 @@ def test_systemctl_units() -> None:
         ("other", "nginx"),
     ]
     assert parse_launches("systemctl daemon-reload; systemctl stop vllm") == []
+
+
+def test_systemctl_enable_now_starts_its_units() -> None:
+    """``enable --now`` starts the units as well (systemctl(1)); ``enable`` alone does not."""
+    specs = parse_launches("systemctl daemon-reload && systemctl enable --now vllm-qwen.service")
+    assert [(s.engine, s.flags["systemd:unit"]) for s in specs] == [("vllm", "vllm-qwen.service")]
+    specs = parse_launches("sudo systemctl --now reenable sglang.service")
+    assert [s.engine for s in specs] == ["sglang"]
+    assert parse_launches("systemctl enable vllm-qwen.service") == []
+
+
+def test_a_unit_file_written_in_the_session_gives_its_launch_flags() -> None:
+    """A unit the session wrote runs its ``ExecStart=`` (systemd.service(5)): its launch has
+    that command's flags, not only the unit's name."""
+    memory = ScriptMemory()
+    memory.remember(
+        "/etc/systemd/system/vllm-q.service",
+        "[Service]\nExecStart=-/usr/local/bin/vllm serve /m --port 8000 \\\n"
+        "  --tensor-parallel-size 2 --data-parallel-size 4\nRestart=on-failure\n",
+    )
+    (spec,) = parse_launches("systemctl daemon-reload && systemctl restart vllm-q", memory)
+    assert (spec.engine, spec.model) == ("vllm", "/m")
+    assert spec.flags == {
+        "--port": 8000, "--tensor-parallel-size": 2, "--data-parallel-size": 4,
+        "systemd:unit": "vllm-q",
+    }
+    (other,) = parse_launches("systemctl restart vllm-other", memory)
+    assert other.flags == {"systemd:unit": "vllm-other"}
 
 
 def test_other_unit_does_not_become_the_server_in_force() -> None:

@@ -222,21 +222,26 @@ def number_filter() -> tuple[str, re.Pattern[str]]:
 
 
 # "p99 TTFT", "P95", "99th percentile": a latency target on a tail, not on the mean;
-# "mean"/"median" name the centre. Read next to the target only ("mean TTFT under
-# 200 ms (p99 under 400)" is a target on the mean).
+# "median" is the 50th percentile ("p50"); "mean"/"average" name the mean. Read next to
+# the target only ("mean TTFT under 200 ms (p99 under 400)" is a target on the mean).
 _STATISTIC = re.compile(
-    r"\b(?:p(\d{2})|(\d{2})(?:th)?[ -]percentile|mean|median|average|avg)\b", re.I
+    r"\b(?:p(\d{2})|(\d{2})(?:th)?[ -]percentile|(median)|mean|average|avg)\b", re.I
 )
 _STATISTIC_REACH = 16
+# The names a measured metric gives a percentile (``ttft_median`` is the p50 row).
+_PERCENTILE_NAMES = {"p50": ("p50", "median")}
 
 
 def _percentile(sentence: str, target: re.Match[str]) -> str | None:
     """The percentile a target names just before it or inside it ("p99" in "we need p99
-    TTFT under 800 ms"), None for the mean, the median or no statistic at all."""
+    TTFT under 800 ms", "p50" for "median TTFT under 200 ms"), None for the mean or no
+    statistic at all."""
     before = sentence[max(0, target.start() - _STATISTIC_REACH) : target.start()]
     found = list(_STATISTIC.finditer(before)) or list(_STATISTIC.finditer(target.group(0)))[:1]
     if not found:
         return None
+    if found[-1].group(3):
+        return "p50"
     digits = found[-1].group(1) or found[-1].group(2)
     return f"p{digits}" if digits else None
 
@@ -323,8 +328,9 @@ def choose_metric(family: str, measurements: pd.DataFrame, percentile: str | Non
     counts = Counter(str(m) for m in measurements["metric"])
     if percentile:
         match = re.compile(spec["match"], re.I)
+        names = set(_PERCENTILE_NAMES.get(percentile, (percentile,)))
         tails = [
-            (n, c) for n, c in counts.items() if match.search(n) and percentile in n.split("_")
+            (n, c) for n, c in counts.items() if match.search(n) and names & set(n.split("_"))
         ]
         if tails:
             return sorted(tails, key=lambda nc: (-nc[1], nc[0]))[0][0]
@@ -424,10 +430,16 @@ def _sentence_events(msg_idx: int, role: str, sentence: str, vocab: Vocabulary) 
     return out
 
 
+_HOW_STARTED = frozenset({"systemd:unit"})
+"""Launch keys that say how a server was started, not how it is configured: a unit that runs
+the flags measured last (``systemctl enable --now vllm.service``) changes no setting."""
+
+
 def _launch_events(launches: pd.DataFrame) -> list[Event]:
     events: list[Event] = []
     for row in launches.itertuples(index=False):
         changed = row.changed_flags if isinstance(row.changed_flags, dict) else {}
+        changed = {f: c for f, c in changed.items() if f not in _HOW_STARTED}
         flags = row.flags if isinstance(row.flags, dict) else {}
         events.append(
             Event(
@@ -516,6 +528,18 @@ class _Draft:
     # their tool calls and outputs (plain text), numbers in the announcing message that
     # follow such a launch are the lever's, not the configuration's before it.
     launched: bool = False
+    # The flags the lever's launch set, each with (its value before, the lever's value):
+    # after a failure, a launch without them gives the lever up rather than retries it.
+    setting: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    def awaits_result(self) -> bool:
+        """Launched and in force, its number not measured yet (nor failed, nor moot)."""
+        return (
+            self.launch_msg is not None
+            and not (self.frozen or self.awaits_launch or self.failures)
+            and self.after is None
+            and self.na_msg is None
+        )
 
     def touch(self, msg_idx: int, note: str = "") -> None:
         self.end = max(self.end, msg_idx)
@@ -541,6 +565,20 @@ def _describe_changes(changed: dict[str, Any]) -> str:
 
 def _new_value(change: Any) -> Any:
     return change[1] if isinstance(change, list | tuple) and len(change) == 2 else change
+
+
+def _setting(changed: dict[str, Any], spec: LeverSpec | None) -> dict[str, tuple[Any, Any]]:
+    """The flags a lever's launch set (``spec``'s own, else every one changed), each with
+    its value before and after; flags it only removed are not its setting."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for flag, change in changed.items():
+        if spec is not None and not spec.matches_flag(flag):
+            continue
+        before = change[0] if isinstance(change, list | tuple) and len(change) == 2 else None
+        value = _new_value(change)
+        if value not in (None, False):
+            out[flag] = (before, value)
+    return out
 
 
 def _levers_for_flags(changed: dict[str, Any], vocab: Vocabulary) -> list[LeverSpec]:
@@ -573,7 +611,9 @@ class _LeverWalk:
     previous setting was measured is a lever of its own, named by its flag changes.
     Before the metric was first measured they are not levers at all: a smaller
     ``--mem-fraction-static`` after the first launch ran out of memory gets the server
-    up, and the configuration it sets is the one the baseline measures."""
+    up, and the configuration it sets is the one the baseline measures. A launch after a
+    lever failed that drops the lever's setting gives it up (``failed``); what else that
+    launch changes is the next lever."""
 
     def __init__(
         self,
@@ -592,6 +632,8 @@ class _LeverWalk:
         self.current: _Draft | None = None
         self.concluded: set[str] = set()
         self.seen_values: dict[str, list[Any]] = {}  # every value each flag had, in order
+        self.first_set: dict[str, int] = {}  # the launch (0, 1, …) that first set each flag
+        self.launches = 0
         self.baseline: dict[tuple[str, str | None], float] | None = None
         self.measured = False  # the metric was measured: a configuration to compare with
 
@@ -616,8 +658,17 @@ class _LeverWalk:
             return
         if ev.lever in self.concluded:
             return
+        if cur and cur.awaits_result() and self._set_by_launch(ev.lever):
+            # Named while the launched lever awaits its number ("torch.compile and CUDA
+            # graph capture come next" as a server starts): the next number is that
+            # lever's; a lever set by flags starts at its own launch.
+            return
         note = f"{self.ref(ev.msg_idx)}: {ev.detail[:160]}"
         self._open(ev.lever, ev.msg_idx, "mention", note)
+
+    def _set_by_launch(self, name: str) -> bool:
+        spec = self._spec(name)
+        return self.has_launches and spec is not None and bool(spec.flags)
 
     def launch(self, ev: Event) -> None:
         reverts = self._reverts(ev)
@@ -627,9 +678,17 @@ class _LeverWalk:
         changes = _describe_changes(ev.changed)
         note = f"launch at {self.ref(ev.msg_idx)}: {changes}" + reverts
         specs = _levers_for_flags(ev.changed, self.vocab)
+        open_cur = cur if cur and not cur.frozen else None
+        if open_cur and open_cur.failures and self._gives_up(open_cur, ev):
+            open_cur.frozen = True  # failed, and its setting is gone: the rest is a new lever
+            specs = [s for s in specs if s.name != open_cur.name]
+            changes = _describe_changes(
+                {f: c for f, c in ev.changed.items() if f not in open_cur.setting}
+            ) or changes
+            note = f"launch at {self.ref(ev.msg_idx)}: {changes}" + reverts
+            open_cur = None
         names = [s.name for s in specs]
         fresh = [s for s in specs if s.name not in self.concluded]
-        open_cur = cur if cur and not cur.frozen else None
         if open_cur and open_cur.name in names:
             open_cur.launched = True
             open_cur.touch(ev.msg_idx, note)
@@ -637,7 +696,8 @@ class _LeverWalk:
             return
         primary = [s for s in fresh if s.role == "primary"]
         if primary:
-            self._open(primary[0].name, ev.msg_idx, "launch", note)
+            draft = self._open(primary[0].name, ev.msg_idx, "launch", note)
+            draft.setting = _setting(ev.changed, primary[0])
             return
         if open_cur and open_cur.awaits_launch and ev.changed:
             open_cur.frozen = True  # announced, never launched: it stays pending
@@ -663,6 +723,7 @@ class _LeverWalk:
         if known:
             draft.notes.insert(0, known)
         draft.launch_msg = ev.msg_idx
+        draft.setting = _setting(ev.changed, None)
         self.concluded.update(s.name for s in specs)
 
     def _realise(self, draft: _Draft, ev: Event, changes: str) -> None:
@@ -673,24 +734,40 @@ class _LeverWalk:
         if spec and any(spec.matches_flag(f) for f in ev.changed):
             draft.awaits_launch = False
             draft.launch_msg = ev.msg_idx
+            draft.setting = _setting(ev.changed, spec)
             if spec.role != "primary":  # a sweep step: it starts when its setting does
                 draft.title = changes[:_NAME_CHARS]
                 draft.notes.insert(0, f"{spec.name} ({spec.role})")
                 draft.start = ev.msg_idx
 
     def _reverts(self, ev: Event) -> str:
-        """Flags set back to a value they had earlier in the session (a revert)."""
+        """Flags set back to a value they had earlier in the session (a revert), unset
+        included: a flag a later launch added, removed again."""
         back = []
         for flag, change in sorted(ev.changed.items()):
             value = _new_value(change)
             history = self.seen_values.get(flag, [])
             if value is not None and value in history[:-1]:
                 back.append(f"{flag} back to {_fmt(value)}")
+            elif value is None and self.first_set.get(flag, 0) > 0:
+                back.append(f"{flag} back to unset")
         for flag, value in ev.flags.items():
+            if value is not None:
+                self.first_set.setdefault(flag, self.launches)
             history = self.seen_values.setdefault(flag, [])
             if not history or history[-1] != value:
                 history.append(value)
+        self.launches += 1
         return f" (reverts {', '.join(back)}, an earlier setting)" if back else ""
+
+    def _gives_up(self, cur: _Draft, ev: Event) -> bool:
+        """After a failure: does this launch drop the lever's setting, each of its flags
+        unset or back at its value before the lever ("--speculative-config" gone after the
+        draft model ran out of memory, "--gpu-memory-utilization" from 0.97 back to 0.90)?
+        A retry keeps the setting, or changes it to a value not tried before."""
+        return bool(cur.setting) and all(
+            ev.flags.get(f) in (None, False, before) for f, (before, _) in cur.setting.items()
+        )
 
     def _is_retry(self, cur: _Draft, ev: Event, specs: list[LeverSpec]) -> bool:
         """After a failure: does this launch retry the lever (its own flags still set, or

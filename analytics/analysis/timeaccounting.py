@@ -1,16 +1,20 @@
 """Where a session's time went, as SQL views over the stored tables.
 
-``v_time_accounting`` splits wall-clock time between consecutive messages:
+``v_time_accounting`` splits wall-clock time between consecutive messages. A
+message's activity lasts until the last tool call it made ended (opencode keeps a
+call and its result in one message, stamped when the call began): that part of the
+gap after it is *agent working time* whatever follows. Of the rest of the gap:
 
-- a gap longer than the idle threshold (default 30 min) is *idle*, not work —
+- more than the idle threshold (default 30 min) is *idle*, not work —
   a session resumed the next day is not 20 hours of work;
-- a shorter gap that ends in a user message is *waiting for the user*;
-- any other short gap is *agent working time* (thinking, tools running).
+- before a user message it is *waiting for the user*;
+- otherwise *agent working time* (thinking, tools running).
 
 Alongside: tool time (sum of tool-call durations, each capped at the
 threshold), polling wait (time spent inside polling loops), time lost after
-aborts (from a user abort to the agent's next activity) and check-in latency
-(from the last agent activity to a user's check-in).
+aborts (from the end of the interrupted activity to the agent's next message) and
+check-in latency (from the end of the agent's last activity to a user's check-in;
+0 when a tool of the agent was still running).
 
 ``v_session_summary`` gives one row per session with counts of messages, tool
 calls, aborts, check-ins, readiness claims by verdict, polling wait and
@@ -47,18 +51,35 @@ a run of consecutive tagged messages is one event (``msg_idx`` its first record,
 interruption two to four times."""
 
 _GAPS = """
-WITH ordered AS (
+WITH calls_end AS (
+    SELECT session_id, msg_idx, max(ended_at) AS calls_end_ts
+    FROM tool_calls WHERE ended_at IS NOT NULL GROUP BY session_id, msg_idx
+),
+activity_end AS (
+    -- a message's activity ends when the last tool call it made did (never before it)
+    SELECT m.session_id, m.msg_idx, m.role, m.ts,
+           greatest(m.ts, coalesce(c.calls_end_ts, m.ts)) AS end_ts
+    FROM messages m LEFT JOIN calls_end c USING (session_id, msg_idx)
+),
+ordered AS (
     SELECT session_id, msg_idx, role, ts,
            lag(ts) OVER w AS prev_ts,
+           lag(end_ts) OVER w AS prev_end_ts,
            lag(role) OVER w AS prev_role
-    FROM messages
+    FROM activity_end
     WHERE ts IS NOT NULL
     WINDOW w AS (PARTITION BY session_id ORDER BY msg_idx)
 ),
-gaps AS (
-    SELECT *, greatest(date_diff('millisecond', prev_ts, ts) / 1000.0, 0) AS gap_s
+spans AS (
+    SELECT *, greatest(date_diff('millisecond', prev_ts, ts) / 1000.0, 0) AS gap_s,
+           greatest(date_diff('millisecond', prev_ts, prev_end_ts) / 1000.0, 0) AS ran_s
     FROM ordered
     WHERE prev_ts IS NOT NULL
+),
+gaps AS (
+    -- busy_s: the part of the gap the previous message's tool calls still ran
+    SELECT *, least(ran_s, gap_s) AS busy_s, gap_s - least(ran_s, gap_s) AS free_s
+    FROM spans
 )
 """
 
@@ -69,10 +90,12 @@ def time_accounting_select(idle_s: float = IDLE_THRESHOLD_S) -> str:
 {_GAPS},
 per_gap AS (
     SELECT session_id,
-        sum(CASE WHEN gap_s <= {idle_s} AND role <> 'user' THEN gap_s ELSE 0 END) AS agent_working_s,
-        sum(CASE WHEN gap_s <= {idle_s} AND role = 'user' THEN gap_s ELSE 0 END) AS waiting_for_user_s,
-        sum(CASE WHEN gap_s > {idle_s} THEN gap_s ELSE 0 END) AS idle_s,
-        count(*) FILTER (WHERE gap_s > {idle_s}) AS idle_gaps,
+        sum(CASE WHEN free_s <= {idle_s} AND role <> 'user' THEN gap_s ELSE busy_s END)
+            AS agent_working_s,
+        sum(CASE WHEN free_s <= {idle_s} AND role = 'user' THEN free_s ELSE 0 END)
+            AS waiting_for_user_s,
+        sum(CASE WHEN free_s > {idle_s} THEN free_s ELSE 0 END) AS idle_s,
+        count(*) FILTER (WHERE free_s > {idle_s}) AS idle_gaps,
         sum(gap_s) AS wall_clock_s
     FROM gaps GROUP BY session_id
 ),
@@ -98,23 +121,24 @@ activity AS (
     -- it, as window functions: one pass per session (a correlated subquery per check-in or
     -- abort re-read the session each time: 17 s on a session of 100k messages)
     SELECT session_id, msg_idx,
-        max(ts) FILTER (WHERE role IN ('assistant', 'tool')) OVER (
+        max(end_ts) FILTER (WHERE role IN ('assistant', 'tool')) OVER (
             PARTITION BY session_id ORDER BY msg_idx
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS agent_before_ts,
         min(ts) FILTER (WHERE role = 'assistant') OVER (
             PARTITION BY session_id ORDER BY msg_idx
             ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS assistant_after_ts
-    FROM messages
+    FROM activity_end
 ),
 abort_msgs AS (
-    SELECT e.session_id, e.msg_idx, e.last_msg_idx, m.ts
-    FROM abort_events e JOIN messages m USING (session_id, msg_idx)
+    -- from the end of the interrupted record (its aborted call, where it holds one)
+    SELECT e.session_id, e.msg_idx, e.last_msg_idx, m.end_ts AS ts
+    FROM abort_events e JOIN activity_end m USING (session_id, msg_idx)
     WHERE m.ts IS NOT NULL
 ),
 aborts AS (
     SELECT a.session_id, count(*) AS aborts,
-        sum(least(coalesce(
-            date_diff('millisecond', a.ts, x.assistant_after_ts) / 1000.0, 0), {idle_s}))
+        sum(least(greatest(coalesce(
+            date_diff('millisecond', a.ts, x.assistant_after_ts) / 1000.0, 0), 0), {idle_s}))
             AS lost_after_aborts_s
     FROM abort_msgs a
     LEFT JOIN activity x ON x.session_id = a.session_id AND x.msg_idx = a.last_msg_idx
@@ -125,12 +149,18 @@ checkin_msgs AS (
     FROM tags t JOIN messages m USING (session_id, msg_idx)
     WHERE t.tag = 'user_checkin' AND m.ts IS NOT NULL
 ),
-checkins AS (
-    SELECT c.session_id, count(*) AS checkins,
-        avg(date_diff('millisecond', x.agent_before_ts, c.ts) / 1000.0) AS checkin_latency_avg_s,
-        max(date_diff('millisecond', x.agent_before_ts, c.ts) / 1000.0) AS checkin_latency_max_s
+checkin_waits AS (
+    -- NULL before any agent activity; 0 while a tool of the agent still ran
+    SELECT c.session_id,
+        CASE WHEN x.agent_before_ts < c.ts
+             THEN date_diff('millisecond', x.agent_before_ts, c.ts) / 1000.0
+             WHEN x.agent_before_ts IS NOT NULL THEN 0.0 END AS wait_s
     FROM checkin_msgs c LEFT JOIN activity x USING (session_id, msg_idx)
-    GROUP BY c.session_id
+),
+checkins AS (
+    SELECT session_id, count(*) AS checkins,
+        avg(wait_s) AS checkin_latency_avg_s, max(wait_s) AS checkin_latency_max_s
+    FROM checkin_waits GROUP BY session_id
 )
 SELECT s.session_id,
     coalesce(g.wall_clock_s, 0) AS wall_clock_s,

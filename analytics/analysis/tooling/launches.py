@@ -16,8 +16,8 @@ Containers and services:
   the flag ``docker:image`` (an image upgrade is a change worth diffing). A launch command after
   the image is parsed as usual; with a vLLM image (``vllm/vllm-openai``), whose entrypoint is the
   API server, the words after the image are its arguments.
-- ``systemctl start|restart UNIT…``: one launch per unit, flag ``systemd:unit``; the engine is
-  sglang / vllm when the unit name says so, else ``other``.
+- ``systemctl start|restart UNIT…`` (``enable --now`` starts them too): one launch per unit,
+  flag ``systemd:unit``; the engine is sglang / vllm when the unit name says so, else ``other``.
 """
 
 from __future__ import annotations
@@ -368,7 +368,8 @@ class _Walker:
                 self.walk(rest[i + 1], host, cmd_env, depth + 1)
                 return
         if head == "systemctl":
-            self.found.extend(_systemctl(rest, host, cmd_env, " ".join(words)))
+            for spec in _systemctl(rest, host, cmd_env, " ".join(words)):
+                self.found.append(self._unit_launch(spec, host, cmd_env, depth))
             return
         entry = _find_entry(rest, search=head in _SEARCH_LAUNCHERS)
         if entry:
@@ -384,6 +385,26 @@ class _Walker:
             body = self.scripts.lookup(script, host)
             if body is not None:
                 self.walk(body, host, cmd_env, depth + 1)
+
+    def _unit_launch(
+        self, spec: LaunchSpec, host: str | None, env: dict[str, str], depth: int
+    ) -> LaunchSpec:
+        """The server a unit started, with the flags of its ``ExecStart=`` when the session
+        wrote the unit file (``/etc/systemd/system/vllm.service``); else ``spec`` as it is."""
+        unit = str(spec.flags["systemd:unit"])
+        names = [unit] if "." in unit else [unit, f"{unit}.service"]
+        body = next((b for n in names if (b := self.scripts.lookup(n, host)) is not None), None)
+        command = _exec_start(body) if body is not None else None
+        if command is None:
+            return spec
+        inner = _Walker(self.scripts)
+        inner.walk(command, host, env, depth + 1)
+        served = [s for s in inner.found if s.engine != "other"]
+        if len(served) != 1:
+            return spec
+        served[0].flags["systemd:unit"] = unit
+        served[0].command = spec.command
+        return served[0]
 
     def _add(self, spec: LaunchSpec, host: str | None) -> None:
         """Record ``spec`` with the flags of its ``--config`` file, when the session wrote it."""
@@ -537,9 +558,12 @@ def _is_shell_or_python(word: str) -> bool:
 def _systemctl(
     words: list[str], host: str | None, env: dict[str, str], command: str
 ) -> list[LaunchSpec]:
-    """``systemctl [opts] start|restart UNIT…`` -> one launch per unit."""
+    """``systemctl [opts] start|restart UNIT…`` (or ``enable --now UNIT…``, which starts
+    them too) -> one launch per unit."""
     rest = [w for w in words[1:] if not w.startswith("-")]
-    if not rest or rest[0] not in ("start", "restart", "try-restart", "reload-or-restart"):
+    starts = ("start", "restart", "try-restart", "reload-or-restart")
+    enables_now = bool(rest) and rest[0] in ("enable", "reenable") and "--now" in words
+    if not rest or not (rest[0] in starts or enables_now):
         return []
     out = []
     for unit in rest[1:]:
@@ -549,6 +573,17 @@ def _systemctl(
         spec.flags["systemd:unit"] = unit
         out.append(spec)
     return out
+
+
+_EXEC_START = re.compile(r"^\s*ExecStart\s*=\s*[-@:+!]*(.*\S)\s*$", re.M)
+
+
+def _exec_start(unit_file: str) -> str | None:
+    """The command of a unit file's last non-empty ``ExecStart=`` (systemd.service(5): the
+    ``-@:+!`` prefixes are not part of it; a line ending in ``\\`` continues)."""
+    text = unit_file.replace("\\\n", " ")
+    found = [m.group(1) for m in _EXEC_START.finditer(text)]
+    return found[-1] if found else None
 
 
 def _expand(word: str, variables: dict[str, str]) -> str:

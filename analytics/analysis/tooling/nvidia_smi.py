@@ -104,11 +104,18 @@ def csv_numbers(
             continue
         if columns is None or len(cells) != len(columns):
             continue
-        out += _csv_row(columns, cells, row_no)
+        row = _csv_row(columns, cells, row_no)
+        if not row and not any(_NOT_AVAILABLE.fullmatch(c) for c in cells):
+            continue  # another command's line ("alive" before a one-column query): no GPU row
+        out += row
         row_no += 1
         if len(out) > MAX_GPUS_ROWS:
             break
     return out
+
+
+_NOT_AVAILABLE = re.compile(r"\[?N/A\]?|\[Not Supported\]", re.I)
+"""What nvidia-smi prints for a value a GPU does not report."""
 
 
 def _csv_row(columns: list[str], cells: list[str], row_no: int) -> list[GpuNumber]:
