@@ -1067,3 +1067,39 @@ def test_files_ingested_one_run_at_a_time_share_row_groups(tmp_path: Path) -> No
         assert con.execute("SELECT count(*), count(DISTINCT path) FROM ingest_files").fetchone() == (6, 6)
     finally:
         con.close()
+
+
+def test_codex_event_copies_of_messages_are_found_once(tmp_path: Path) -> None:
+    """Codex writes each prompt and reply twice (a response_item message and an event_msg);
+    a search finds the message, not its copy too. An event with no twin is still found."""
+    from analytics.store.search import build_index, search
+
+    def message(ts: int, role: str, text: str) -> dict:
+        return _codex_line(ts, "response_item", {
+            "type": "message", "role": role,
+            "content": [{"type": "input_text" if role == "user" else "output_text", "text": text}]})
+
+    def event(ts: int, kind: str, text: str) -> dict:
+        return _codex_line(ts, "event_msg", {"type": kind, "message": text})
+
+    path = tmp_path / "rollout-2026-01-01T00-00-00-0199b000-0000-7000-8000-00000000000c.jsonl"
+    _write(path, [
+        CODEX_META,
+        message(1, "user", "is the quokka server up?"), event(1, "user_message", "is the quokka server up?"),
+        message(2, "assistant", "The quokka server is up."),
+        event(2, "agent_message", "The quokka server is up."),
+        event(3, "agent_message", "A quokka note with no twin."),
+    ])
+    db = tmp_path / "c.duckdb"
+    assert not ingest([path], db=db, build_index=False).errors
+    for indexed in (False, True):
+        con = duckdb.connect(str(db), read_only=not indexed)
+        if indexed:
+            build_index(con, force=True)
+        found = search(con, "quokka")
+        con.close()
+        assert sorted(zip(found["role"], found["snippet"], strict=True)) == [
+            ("assistant", "The quokka server is up."),
+            ("system", "A quokka note with no twin."),
+            ("user", "is the quokka server up?"),
+        ], indexed

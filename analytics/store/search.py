@@ -51,6 +51,22 @@ def _clip(col: str) -> str:
     )
 
 
+EVENT_COPIES = ("event_msg/user_message", "event_msg/agent_message")
+"""``native_type`` of the Codex events that repeat a ``response_item`` message."""
+COPY_REACH = 4
+"""How many messages apart an event and the message it repeats may be stored."""
+_EVENT_COPY = f"""(
+    m.role = 'system' AND m.native_type IN ({", ".join(f"'{t}'" for t in EVENT_COPIES)})
+    AND EXISTS (
+        SELECT 1 FROM messages d
+        WHERE d.session_id = m.session_id AND d.msg_idx <> m.msg_idx
+          AND d.msg_idx BETWEEN m.msg_idx - {COPY_REACH} AND m.msg_idx + {COPY_REACH}
+          AND d.native_type = 'response_item/message' AND d.text = m.text))"""
+"""A message that repeats a neighbour word for word as an event (Codex writes each prompt
+and reply twice: a ``response_item`` and an ``event_msg``): not a document of its own, so a
+search finds each message once. An event with no such twin stays searchable."""
+
+
 def _documents_sql(ranges: str, below: str = "") -> str:
     """The search documents of the messages in ``ranges`` (a relation of session_id,
     from_idx), and below ``below`` (a SQL integer) if given: message text, tool commands,
@@ -62,7 +78,7 @@ def _documents_sql(ranges: str, below: str = "") -> str:
         SELECT m.session_id, m.msg_idx, 'message' AS kind, {_clip('m.text')} AS body
         FROM messages m JOIN {ranges} r
           ON m.session_id = r.session_id AND m.msg_idx >= r.from_idx{m_below}
-        WHERE m.text <> ''
+        WHERE m.text <> '' AND NOT {_EVENT_COPY}
         UNION ALL
         SELECT c.session_id, c.msg_idx, 'tool_command', c.command FROM tool_calls c
         JOIN {ranges} r ON c.session_id = r.session_id AND c.msg_idx >= r.from_idx{c_below}
