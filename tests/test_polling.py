@@ -476,3 +476,37 @@ def test_python_not_a_wait_loop(command: str) -> None:
     """A paced load generator has no way out on a condition; a script written to a file
     does not run; a script file's code is not on the command line."""
     assert loop_shape(command) is None
+
+
+VLLM_UP = "(APIServer pid=1234) INFO 05-13 13:45:29 [api_server.py:1000] Application startup complete.\n"
+
+
+def test_a_loop_with_only_a_failure_pattern_reads_the_log_it_prints() -> None:
+    """Its failure pattern not seen, the server milestone the loop's own ``tail`` printed
+    tells the outcome, as for a loop naming no pattern."""
+    cmd = ("until curl -sf localhost:8000/health; do grep -q Traceback /tmp/v.log && exit 1; "
+           "sleep 5; done; tail -1 /tmp/v.log")
+    loop = run(cmd, output=VLLM_UP)
+    assert loop is not None and loop.failure_pattern == "Traceback" and loop.outcome == "ready"
+    failed = run(cmd, output="Traceback (most recent call last):\n")
+    assert failed is not None and failed.outcome == "failed"
+
+
+@pytest.mark.parametrize(
+    "command,exit_code,outcome",
+    [
+        ("until curl -sf localhost:8000/health >/dev/null; do sleep 5; done; echo UP", 0, "ready"),
+        ("while ! nc -z localhost 8000; do sleep 2; done", 0, "ready"),
+        ("while pgrep -f vllm.entrypoints >/dev/null; do sleep 3; done", 0, "ready"),
+        ("until curl -sf localhost:8000/health >/dev/null; do sleep 5; done", 1, "unknown"),
+        ("until curl -sf localhost:8000/health >/dev/null; do sleep 5; done", None, "unknown"),
+        # the exit status of a for loop or of `while true` says nothing about the check
+        ("for i in $(seq 10); do curl -sf localhost:8000/health && break; sleep 5; done", 0, "unknown"),
+        ("while true; do curl -sf localhost:8000/health && break; sleep 5; done", 0, "unknown"),
+    ],
+)
+def test_a_loop_on_its_condition_that_exits_0_saw_it_hold(
+    command: str, exit_code: int | None, outcome: str
+) -> None:
+    loop = run(command, output="", exit_code=exit_code)
+    assert loop is not None and loop.outcome == outcome

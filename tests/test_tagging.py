@@ -647,6 +647,19 @@ def test_checkin_question_without_question_mark(tagger: Tagger, tag: str, text: 
 
 @pytest.mark.parametrize("tag,text,expected", cases(
     "readiness_claim",
+    ["Now it really is ready: the health check returns 200.", "It finally is serving requests.",
+     "The server actually is up now."],
+    ["It really is not ready yet.", "Is it really ready?", "It really is slow."],
+))
+def test_readiness_with_an_adverb_before_the_verb(
+    tagger: Tagger, tag: str, text: str, expected: bool
+) -> None:
+    """"it really is ready": an adverb between the subject and its verb."""
+    assert has(tagger, ctx("assistant", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "readiness_claim",
     ["Good news: the router is back online.", "The endpoint has been up for an hour without a restart.",
      "Mixtral-8x7B is serving on :8001.", "The benchmark is complete, numbers below.",
      "The server is up and responding."],

@@ -112,6 +112,9 @@ class LoopShape:
     """What ``exit_patterns`` finds in a shell loop, read off the code of a ``code`` loop."""
     target: str | None = None
     """What a ``code`` loop checks (a shell loop's is read off the script: ``_target``)."""
+    on_condition: bool = False
+    """A shell loop that ends when its condition says so (``until curl …``, ``while !
+    nc -z …``, ``while pgrep …``): when the command exits 0, the condition was met."""
 
 
 def _sleep_of(cmds: list[SimpleCommand]) -> float | None:
@@ -170,6 +173,12 @@ def _iterations(kind: str, header: str, body: str) -> int | None:
     return None
 
 
+def _waits_on_condition(kind: str, header: str) -> bool:
+    """``until X`` or ``while X`` with a test for X (not ``while true`` / ``while :``)."""
+    words = header.split()
+    return kind == "until" or (kind == "while" and bool(words) and words[0] not in ("true", ":"))
+
+
 @lru_cache(maxsize=4096)
 def loop_shape(command: str) -> LoopShape | None:
     """The polling loop in ``command``, or None when it does not poll."""
@@ -182,7 +191,10 @@ def loop_shape(command: str) -> LoopShape | None:
         if loop.kind in ("while", "until") and not checks:
             checks = tuple(w for w in loop.header.split()[:1] if w in CHECK_PROGRAMS)
         if interval is not None and checks:
-            return LoopShape("loop", interval, _iterations(loop.kind, loop.header, command), timeout_s, checks)
+            return LoopShape(
+                "loop", interval, _iterations(loop.kind, loop.header, command), timeout_s, checks,
+                on_condition=_waits_on_condition(loop.kind, loop.header),
+            )
     for code in python_programs(script):
         found = code_loop(code)
         if found is not None:
@@ -327,7 +339,9 @@ def _outcome(
         lines = _iteration_lines(out)
         if lines >= shape.max_iterations:
             return "timeout"
-    if reads_log and not any(pats):
+    if shape.on_condition and call.exit_code == 0:
+        return "ready"  # (the loop ended, and not by its failure exit: its condition held)
+    if reads_log and not (success or s_mark):  # (a failure pattern not seen says nothing)
         return _implied_outcome(out)
     return "unknown"
 
