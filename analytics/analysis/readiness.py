@@ -488,7 +488,9 @@ def judge_claim(
         )
     elif passes:
         verdict = "supported"
-        reason = "a functional check passed before it: " + ev.describe(ready + passes)
+        reason = "a functional check passed before it: " + ev.describe(passes)
+        if ready:  # (the ready line is no check of its own: named apart)
+            reason += "; before that the server said it was ready: " + ev.describe(ready)
     elif graph_open and not ready:
         verdict = "premature"
         reason = "CUDA graph capture was still in progress: " + ev.describe(graph_open)
