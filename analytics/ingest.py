@@ -532,7 +532,8 @@ class Ingestor:
             if stream is not None and stream.session_id == sid:
                 # (what the session analysis reads of the messages and of the analysis
                 # written already, read meanwhile)
-                stream.finish(start, extra, meanwhile=session.prepare)
+                settled = {i for s, i in loader.settled_only if s == sid}
+                stream.finish(start, extra, meanwhile=session.prepare, settled=settled)
             else:
                 self.analyser.run_messages(self.con, sid, start, extra)
             session.finish()

@@ -10,7 +10,7 @@ imports this module only when a file is actually loaded.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -73,6 +73,8 @@ class FileLoader:
         self.quarantined: list[Quarantined] = []
         self.redactions: list[Any] = []
         self.orphans: list[ToolResult] = []
+        self.settled_only: set[tuple[str, int]] = set()
+        """Of the messages ``finish`` returns, those only results that ``settles`` reached."""
         self.n_messages = 0
         self.first_idx: dict[str, int] = {}
         self.last_idx: dict[str, int] = {}
@@ -187,6 +189,7 @@ class FileLoader:
                 [getattr(s, c) for c in cols],
             )
         touched: list[tuple[str, int]] = []
+        changed: set[tuple[str, int]] = set()  # touched by a result that does more than settle
         for r in self.orphans:
             row = self.con.execute(
                 """
@@ -208,9 +211,13 @@ class FileLoader:
                     output=r.output, status=r.status, exit_code=r.exit_code,
                     ended_at=r.ended_at, result_msg_idx=r.result_msg_idx,
                 )])
-            touched.extend((r.session_id, x[0]) for x in row)
+            hit = [(r.session_id, x[0]) for x in row]
             if r.result_msg_idx is not None:
-                touched.append((r.session_id, r.result_msg_idx))
+                hit.append((r.session_id, r.result_msg_idx))
+            touched.extend(hit)
+            if not r.settles:
+                changed.update(hit)
+        self.settled_only = {t for t in touched if t not in changed}
         return touched
 
 
@@ -317,23 +324,28 @@ class AnalysisStream:
         self._flushed.update(c.session_id for c in appended.calls)
 
     def finish(
-        self, start: int, extra: list[int], meanwhile: Callable[[int], None] | None = None
+        self, start: int, extra: list[int], meanwhile: Callable[[int], None] | None = None,
+        settled: Collection[int] = (),
     ) -> None:
         """After the parse: analyse the rest of the session, or all of it again if
         something arrived late; ``extra`` are messages whose calls the load completed.
         ``meanwhile``: work that reads no analysis still to be written, done while the
         worker tags the last chunks (if the stream is kept; left to the caller otherwise);
         it is given the ``msg_idx`` below which the analysis is final
-        (``MessageRun.settled``)."""
+        (``MessageRun.settled``). ``settled``: those of ``extra`` whose calls a result only
+        settled (``ToolResult.settles``): analysed already, each is analysed again alone."""
         run = self.run
         assert run is not None
         records, self.records = self.records, None
-        if self.late or any(i < run.next_lo for i in extra):
+        analysed = [i for i in extra if i < run.next_lo]
+        if self.late or any(i not in settled for i in analysed):
             run.stop_worker()
             self.analyser.clear_from(self.con, self.session_id, start)
             self.analyser.run_messages(self.con, self.session_id, start, extra)
             return
         run.finish(meanwhile, records=None if extra else records)
+        if analysed:  # (a process seen to exit long after the call that started it)
+            self.analyser.run_messages(self.con, self.session_id, run.next_lo, analysed)
 
     def abort(self) -> None:
         """Stop the worker, whoever holds it (a no-op once the run closed it); let go of

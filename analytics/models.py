@@ -143,6 +143,10 @@ class ToolResult(_Record):
     exit_code: int | None = None
     ended_at: datetime | None = None
     result_msg_idx: int | None = None
+    settles: bool = False
+    """Only says how a call stored as still running ended (its status and exit code: a
+    process seen to exit later). No tag of the call's message reads those of such a call,
+    so an analysis that read it needs only that message analysed again, not the session."""
 
 
 class RawRecord(_Record):

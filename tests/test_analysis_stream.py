@@ -47,9 +47,9 @@ def streams(monkeypatch: pytest.MonkeyPatch, fork_at_any_size: None) -> list[dic
     seen: list[dict[str, Any]] = []
     real = ingest_load.AnalysisStream.finish
 
-    def finish(self: Any, start: int, extra: list[int], meanwhile: Any = None) -> None:
+    def finish(self: Any, start: int, extra: list[int], meanwhile: Any = None, **kw: Any) -> None:
         seen.append({"session": self.session_id, "late": self.late, "upto": self.run.next_lo})
-        real(self, start, extra, meanwhile)
+        real(self, start, extra, meanwhile, **kw)
 
     monkeypatch.setattr(ingest_load.AnalysisStream, "finish", finish)
     return seen
@@ -317,3 +317,53 @@ def _shared(context: MessageContext) -> list[bool]:
 
 def _maker(msgs: list[Message], call: ToolCall) -> Message:
     return next(m for m in msgs if m.session_id == call.session_id and m.msg_idx == call.msg_idx)
+
+
+def test_a_process_seen_to_exit_long_after_its_call_redoes_only_that_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]]
+) -> None:
+    """A Codex command left running, whose exit a poll prints long after the call was
+    analysed, settles the call's status and exit code: that message is analysed again
+    alone, not the whole session, and the tables are those of one pass."""
+    from _codex_rollouts import exec_header, write_rollout
+
+    def item(kind: str, **fields: object) -> dict[str, object]:
+        return {"type": kind, **fields}
+
+    launch = "python -m sglang.launch_server --model-path m --port 30000"
+    items: list[tuple[int, dict[str, object]]] = [
+        (1, item("function_call", name="exec_command", call_id="c_launch",
+                 arguments=json.dumps({"cmd": launch, "yield_time_ms": 10000}))),
+        (2, item("function_call_output", call_id="c_launch",
+                 output=exec_header("10.0", session=77) + "Load weight begin.\n")),
+    ]
+    for n in range(150):
+        items.append((3 + n, item("message", role="assistant",
+                                  content=[{"type": "output_text", "text": f"Step {n} done."}])))
+    items += [
+        (200, item("function_call", name="write_stdin", call_id="c_poll",
+                   arguments=json.dumps({"session_id": 77, "chars": ""}))),
+        (260, item("function_call_output", call_id="c_poll", output=exec_header("60.0", 1)
+                   + "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory\n")),
+    ]
+    path = write_rollout(tmp_path, "0199a000-0000-7000-8000-0000000000ee", "2026-02-02", items)
+    cleared: list[int] = []
+    real_clear = run.Analyser.clear_from
+
+    def clear_from(self: Any, con: Any, session_id: str, start: int) -> None:
+        cleared.append(start)
+        real_clear(self, con, session_id, start)
+
+    reference = _analysis(_reference(tmp_path, [path], monkeypatch))
+    monkeypatch.setattr(run.Analyser, "clear_from", clear_from)
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", 5)
+    db = tmp_path / "streamed.duckdb"
+    assert not ingest([path], db=db, build_index=False).errors
+    assert streams and not streams[-1]["late"] and streams[-1]["upto"] > 2
+    assert cleared == []  # the session was not analysed again from its start
+    assert _analysis(db) == reference
+    con = duckdb.connect(str(db), read_only=True)
+    launched = con.execute(
+        "SELECT status, exit_code FROM tool_calls WHERE call_id = 'c_launch'").fetchall()
+    con.close()
+    assert launched == [("error", 1)]

@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 
 import duckdb
-from _codex_rollouts import exec_header, write_rollout
-from _samples import of, run
+import pytest
+from _codex_rollouts import event, exec_header, write_rollout
+from _samples import of, run, table_rows
 
+from analytics.analysis import run as analysis_run
 from analytics.analysis.tagging import background_rechecks, exec_session_loops
 from analytics.ingest import ingest
-from analytics.models import Message, MessageContext, ToolCall
+from analytics.models import Message, MessageContext, ToolCall, ToolResult
 from analytics.sources import codex
 
 SID = "0199a000-0000-7000-8000-0000000000dd"
@@ -99,15 +101,169 @@ def test_a_poll_that_sees_a_non_zero_exit_is_an_error(tmp_path: Path) -> None:
         "SELECT call_id, status, exit_code FROM tool_calls ORDER BY msg_idx"
     ).fetchall()
     assert rows == [
-        ("call_launch", "running", None),
-        ("call_poll0", "running", None),
+        ("call_launch", "error", 1),  # (the exit the poll saw is the launch's: see below)
+        ("call_poll0", "completed", None),
         ("call_poll1", "error", 1),
     ]
     poll_msg = con.execute(
         "SELECT result_msg_idx FROM tool_calls WHERE call_id = 'call_poll1'"
     ).fetchone()
     errors = con.execute("SELECT msg_idx FROM tags WHERE tag = 'error'").fetchall()
-    assert poll_msg is not None and (poll_msg[0],) in errors
+    assert poll_msg is not None and errors == [(poll_msg[0],)]  # where the failure was seen
+
+
+# --------------------------------------------------------------------------- the exit, written back
+
+
+def test_the_exit_a_later_poll_prints_is_the_exit_of_the_command(tmp_path: Path) -> None:
+    """The launch is no longer running once a poll saw its process exit: it has the exit
+    code, and the status it means; the polls that saw it run are completed. What each call
+    returned (its output, its end, its result message) stays."""
+    con = stored(tmp_path, launch_then_polls((30.0, None, STARTING), (20.0, 0, "bye\n")))
+    rows = con.execute(
+        "SELECT call_id, status, exit_code, result_msg_idx, duration_s, output FROM tool_calls "
+        "ORDER BY msg_idx"
+    ).fetchall()
+    assert [r[:3] for r in rows] == [
+        ("call_launch", "completed", 0),
+        ("call_poll0", "completed", None),
+        ("call_poll1", "completed", 0),
+    ]
+    assert rows[0][3:] == (1, 10.0, header(10.0, session=4242) + STARTING)
+    assert con.execute("SELECT count(*) FROM tool_calls WHERE status = 'running'").fetchone() == (0,)
+
+
+def test_a_process_never_seen_to_exit_stays_running(tmp_path: Path) -> None:
+    con = stored(tmp_path, launch_then_polls((30.0, None, STARTING), (20.0, None, READY)))
+    rows = con.execute("SELECT call_id, status, exit_code FROM tool_calls ORDER BY msg_idx").fetchall()
+    assert rows == [
+        ("call_launch", "running", None),
+        ("call_poll0", "running", None),
+        ("call_poll1", "running", None),
+    ]
+
+
+def test_exec_command_end_of_a_call_left_running_gives_its_exit(tmp_path: Path) -> None:
+    """Codex emits ``exec_command_end`` for the ``exec_command`` (its call id, the process
+    id of its session) when the process exits, polled or not."""
+    items = [
+        (1, exec_command("call_build", "make -j8")),
+        (11, output("call_build", header(10.0, session=77) + "cc -c a.c\n")),
+        (40, event({"type": "exec_command_end", "call_id": "call_build", "process_id": "77",
+                    "exit_code": 2, "duration": {"secs": 39, "nanos": 0}})),
+    ]
+    con = stored(tmp_path, items)
+    rows = con.execute("SELECT call_id, status, exit_code, result_msg_idx FROM tool_calls").fetchall()
+    assert rows == [("call_build", "error", 2, 1)]
+    con.close()
+
+    grown = tmp_path / "grown"  # the event in a later ingest than the call's output
+    grown.mkdir()
+    path = rollout(grown, items)
+    lines = path.read_bytes().splitlines(keepends=True)
+    for n in (len(lines) - 1, len(lines)):
+        path.write_bytes(b"".join(lines[:n]))
+        assert not ingest([path], db=grown / "t.duckdb").errors
+    with duckdb.connect(str(grown / "t.duckdb"), read_only=True) as later:
+        assert later.execute(
+            "SELECT call_id, status, exit_code, result_msg_idx FROM tool_calls"
+        ).fetchall() == rows
+
+
+def test_typing_into_a_process_that_then_exits_ends_it(tmp_path: Path) -> None:
+    """Any ``write_stdin`` of the session shows the exit, not only an empty poll."""
+    items = [
+        (1, exec_command("call_py", "python3 -i")),
+        (2, output("call_py", header(1.0, session=9) + ">>> ")),
+        (3, write_stdin("call_w", 9, chars="exit()\n")),
+        (4, output("call_w", header(0.3, exit_code=0))),
+    ]
+    parsed, _ = run(codex, rollout(tmp_path, items))
+    (result,) = of(parsed, ToolResult)
+    assert (result.call_id, result.status, result.exit_code, result.result_msg_idx) == (
+        "call_py", "completed", 0, 1
+    )
+
+
+def test_a_session_id_used_again_is_another_process(tmp_path: Path) -> None:
+    """A new process in a session id still open: the one before ended unseen (no exit
+    code known: it stays running); the exit then seen is the new one's."""
+    items = [
+        (1, exec_command("call_a", "sleep 600")),
+        (11, output("call_a", header(10.0, session=5))),
+        (12, exec_command("call_b", "sleep 1; false")),
+        (22, output("call_b", header(10.0, session=5))),
+        (23, write_stdin("call_w", 5)),
+        (25, output("call_w", header(2.0, exit_code=1))),
+    ]
+    con = stored(tmp_path, items)
+    rows = con.execute("SELECT call_id, status, exit_code FROM tool_calls ORDER BY msg_idx").fetchall()
+    assert rows == [("call_a", "running", None), ("call_b", "error", 1), ("call_w", "error", 1)]
+
+
+# --------------------------------------------------------------------------- cut anywhere
+
+_COMPARED = {
+    "tool_calls": "*",
+    "polling_loops": "*",
+    "tags": "*",
+    "launches": "*",
+    "server_events": "*",
+    "measurements": "*",
+}
+
+
+def _tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    return table_rows(db, _COMPARED)
+
+
+def _long_wait() -> list[tuple[int, dict[str, object]]]:
+    """A launch polled seven times (with a sleep between two of the polls) until it crashed."""
+    items = launch_then_polls(
+        *[(20.0, None, STARTING)] * 3, (15.0, None, READY), *[(20.0, None, "")] * 2, (4.0, 1, CRASHED)
+    )
+    items.insert(5, (45, exec_command("call_sleep", "sleep 30")))
+    items.insert(6, (46, output("call_sleep", header(30.0, exit_code=0))))
+    return items
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+def test_a_run_of_polls_is_one_loop_in_chunks_of_any_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    expected = _tables(_ingested(whole, _long_wait()))
+    assert [r[2:] for r in expected["polling_loops"]] == [
+        ("call_poll6", None, None, None, LAUNCH, None, None, "failed", 119.0)
+    ]
+    monkeypatch.setattr(analysis_run, "CHUNK", chunk)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    assert _tables(_ingested(cut, _long_wait())) == expected
+
+
+def test_a_run_of_polls_is_one_loop_however_the_file_grew(tmp_path: Path) -> None:
+    """Ingested again after each line the rollout grows by: the polls of the later ingests
+    continue the run, and their exits end the launch stored by the first."""
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    expected = _tables(_ingested(whole, _long_wait()))
+    grown = tmp_path / "grown"
+    grown.mkdir()
+    path = rollout(grown, _long_wait())
+    lines = path.read_bytes().splitlines(keepends=True)
+    db = grown / "t.duckdb"
+    for n in range(2, len(lines) + 1):
+        path.write_bytes(b"".join(lines[:n]))
+        assert not ingest([path], db=db).errors
+    assert _tables(db) == expected
+
+
+def _ingested(folder: Path, items: list[tuple[int, dict[str, object]]]) -> Path:
+    db = folder / "t.duckdb"
+    assert not ingest([rollout(folder, items)], db=db).errors
+    return db
 
 
 # --------------------------------------------------------------------------- polling loops

@@ -4,6 +4,7 @@ levers and readiness verdicts, whatever the cut points."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -97,3 +98,64 @@ def test_older_messages_analysed_again_keep_exactly_their_analysis(tmp_path: Pat
             assert analysis(sid, extra) == before, sid
     finally:
         con.close()
+
+
+def _background_wait(path: Path, between: int) -> list[bytes]:
+    """A Claude Code session: a server started in the background, then four BashOutput
+    re-checks of it with ``between`` messages of prose after each; its lines, written."""
+    lines: list[bytes] = []
+
+    def line(role: str, content: object) -> None:
+        i = len(lines)
+        lines.append(json.dumps({
+            "type": role, "uuid": f"u{i}", "parentUuid": f"u{i - 1}" if i else None,
+            "sessionId": "bg", "timestamp": f"2026-05-14T12:{i // 60:02d}:{i % 60:02d}Z",
+            "message": {"role": role, "content": content},
+        }).encode() + b"\n")
+
+    def call(call_id: str, tool: str, args: dict[str, object], result: str) -> None:
+        line("assistant", [{"type": "tool_use", "id": call_id, "name": tool, "input": args}])
+        line("user", [{"type": "tool_result", "tool_use_id": call_id, "content": result}])
+
+    line("user", "start the server and tell me when it is up")
+    call("t0", "Bash", {"command": "python -m sglang.launch_server --model-path m --port 30000",
+                        "run_in_background": True}, "Command running in background with ID: b1")
+    for n in range(4):
+        call(f"t{n + 1}", "BashOutput", {"bash_id": "b1"},
+             "<status>running</status>\n<stdout>Load weight begin</stdout>")
+        for k in range(between):
+            line("assistant", [{"type": "text", "text": f"Still loading ({n}.{k})."}])
+    path.write_bytes(b"".join(lines))
+    return lines
+
+
+def test_background_rechecks_far_apart_are_tagged_however_the_session_is_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-checks of one background job with more messages between them than a chunk's
+    context (``TAG_MARGIN``, or the chunk, if shorter): each is a polling_loop all the same,
+    in chunks of any size and in a file ingested as it grew."""
+    between = run.TAG_MARGIN + 10
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    _background_wait(whole / "bg.jsonl", between)
+    assert not ingest([whole], db=whole / "t.duckdb").errors
+    expected = _dump(whole / "t.duckdb")
+    assert len([r for r in expected["tags"] if r[2] == "polling_loop"]) == 4
+
+    for size in (3, 7, between + 5):
+        monkeypatch.setattr(run, "CHUNK", size)
+        cut = tmp_path / f"chunks{size}"
+        cut.mkdir()
+        _background_wait(cut / "bg.jsonl", between)
+        assert not ingest([cut], db=cut / "t.duckdb").errors
+        assert _dump(cut / "t.duckdb") == expected, size
+    monkeypatch.undo()
+
+    grown = tmp_path / "grown"
+    grown.mkdir()
+    lines = _background_wait(grown / "bg.jsonl", between)
+    for n in (4, 8, len(lines) // 2, len(lines)):  # (a call cut from its result, too)
+        (grown / "bg.jsonl").write_bytes(b"".join(lines[:n]))
+        assert not ingest([grown], db=grown / "t.duckdb").errors
+    assert _dump(grown / "t.duckdb") == expected

@@ -45,6 +45,8 @@ from analytics.models import (
     ReadinessClaim,
     ServerEvent,
     Tag,
+    ToolCall,
+    trusted,
 )
 from analytics.store.writer import append, append_table, from_columns, to_arrow, to_columns
 from analytics.timing import PEAK_RSS_MIB, TIMINGS, timed
@@ -70,6 +72,10 @@ class MessageOutputs:
     launches: list[Launch] = field(default_factory=list)
     events: list[ServerEvent] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
+    rechecks: bool = False
+    """The messages re-check a background job (``polling.rechecks``): the loops and tags of
+    the session's runs of re-checks are found again among all its calls once these outputs
+    are written (:meth:`MessageRun.close`)."""
 
     @property
     def n_rows(self) -> int:
@@ -87,6 +93,7 @@ def merged(outputs: list[MessageOutputs]) -> MessageOutputs:
     tags = [o.tags for o in outputs if o.tags is not None and o.tags.num_rows]
     out = MessageOutputs(tags=pa.concat_tables(tags) if tags else None)
     for o in outputs:
+        out.rechecks |= o.rechecks
         out.polling.extend(o.polling)
         out.launches.extend(o.launches)
         out.events.extend(o.events)
@@ -224,14 +231,15 @@ class Analyser:
     def _analyse_calls(self, contexts: list[MessageContext]) -> MessageOutputs:
         """Everything but the tags and the numbers stated in prose: polling loops and
         tooling facts."""
-        from analytics.analysis.tagging import analyse_polling, exec_session_loops
+        from analytics.analysis.tagging import analyse_polling
+        from analytics.analysis.tagging.polling import rechecks
 
         out = MessageOutputs()
         with timed("polling"):
             for ctx in contexts:
                 if ctx.calls:  # (a loop is a call the message makes, not a result it carries)
                     out.polling.extend(analyse_polling(ctx))
-            out.polling.extend(exec_session_loops(contexts))
+            out.rechecks = rechecks(contexts)
         with timed("tooling"):
             session_id: str | None = None
             extractor: Any = None
@@ -479,8 +487,12 @@ class MessageRun:
         self.unwritten: list[MessageOutputs] = []
         """Outputs of the chunks out of ``pending``, in order, not appended yet."""
         self._unwritten_rows = 0
+        self.rechecks = False
+        """A message analysed re-checks a background job (``MessageOutputs.rechecks``)."""
         analyser._restore_tooling(con, session_id)
         extra = sorted({i for i in extra_idx if i < start_idx})
+        self.first = min([start_idx, *extra])
+        """The first message this run analyses."""
         if extra:
             analyser._delete(con, session_id, extra)
         with no_cyclic_gc():
@@ -513,7 +525,9 @@ class MessageRun:
             known = self._stored_tags(lo, msg_idx)
         redo = [c for c in contexts if c.message.msg_idx == msg_idx]
         before = [c for c in contexts if c.message.msg_idx < msg_idx]
-        self.analyser._write(self.con, self.analyser.analyse(redo, before, known))
+        out = self.analyser.analyse(redo, before, known)
+        self.rechecks |= out.rechecks
+        self.analyser._write(self.con, out)
 
     def feed(self, upto: int, final: bool = False, records: StoredRecords | None = None) -> None:
         """Analyse the messages up to ``msg_idx`` ``upto``: whole chunks only unless
@@ -569,6 +583,7 @@ class MessageRun:
                         else:
                             contexts = records.call_contexts(lo, hi)
                 chunk.outputs = analyser._analyse_calls(contexts)
+                self.rechecks |= chunk.outputs.rechecks
                 with timed("stated numbers"):  # (contexts may hold only messages with calls)
                     chunk.outputs.measurements.extend(stated_in_messages(tables[0]))
                 self.pending.append(chunk)
@@ -610,8 +625,43 @@ class MessageRun:
                 self._write_done(block=True)
         finally:
             self.stop_worker()
+        if self.rechecks:
+            with timed("polling"):
+                self._session_rechecks()
         self.analyser._save_tooling(self.con, self.session_id)
         return self.n
+
+    def _session_rechecks(self) -> None:
+        """The polling loops of the session's runs of ``write_stdin`` polls, and the
+        ``polling_loop`` tags of its runs of re-checks, from its calls from the start of
+        the run the first message analysed is in (``runs_boundary``): a run cut by the end
+        of a chunk (or of an ingest, or by a message analysed again alone) is seen whole.
+        Its loops are replaced; of its tags, those a chunk that saw only part of the run
+        did not give are added (as the tagger gives them)."""
+        from analytics.analysis.tagging.polling import STDIN_TOOLS, rechecks_of, session_loops
+
+        con, session_id = self.con, self.session_id
+        lo = runs_boundary(con, session_id, self.first)
+        calls = session_calls(con, session_id, lo)
+        if any(call.tool in STDIN_TOOLS for _, call in calls):
+            con.execute(
+                "DELETE FROM polling_loops WHERE session_id = $sid AND msg_idx >= $lo AND call_id "
+                "IN (SELECT call_id FROM tool_calls WHERE session_id = $sid "
+                "AND list_contains($tools, tool))",
+                {"sid": session_id, "lo": lo, "tools": sorted(STDIN_TOOLS)},
+            )
+            append(con, "polling_loops", session_loops(session_id, calls))
+        wanted = rechecks_of(calls)
+        if not wanted:
+            return
+        tagged = {int(r[0]) for r in con.execute(
+            "SELECT msg_idx FROM tags WHERE session_id = ? AND tag = 'polling_loop' "
+            "AND list_contains(?, msg_idx)", [session_id, sorted(wanted)]
+        ).fetchall()}
+        missing = [i for i in sorted(wanted) if i not in tagged]
+        if missing:
+            tagger = self.analyser.tagger
+            append(con, "tags", [tagger.recheck_tag(session_id, i, wanted[i]) for i in missing])
 
     def stop_worker(self) -> None:
         worker, self.worker = self.worker, None
@@ -665,6 +715,74 @@ class MessageRun:
                 self.analyser._write(self.con, merged(self.unwritten))
             self.unwritten, self._unwritten_rows = [], 0
             self.settled = self._popped_tail
+
+
+_SESSION_CALLS_SQL = """
+SELECT msg_idx, call_id, tool, command,
+    CASE WHEN list_contains($inputs, tool) THEN input END,
+    CASE WHEN list_contains($outputs, tool) THEN output ELSE left(output, $header) END,
+    status, exit_code, started_at, ended_at, result_msg_idx
+FROM tool_calls WHERE session_id = $sid AND msg_idx BETWEEN $lo AND $hi ORDER BY msg_idx, rowid
+"""
+_HEADER_CHARS = 400
+"""Enough of an output for the header a command left running has (``command_output``)."""
+_CALL_FIELDS = {
+    "session_id", "msg_idx", "call_id", "tool", "command", "input", "output", "status",
+    "exit_code", "started_at", "ended_at", "result_msg_idx",
+}
+RUNS_SPAN = 512
+"""Messages read at a time looking back for the start of a run of re-checks."""
+
+
+def session_calls(
+    con: duckdb.DuckDBPyConnection, session_id: str, lo: int, hi: int = 1 << 62
+) -> list[tuple[int, ToolCall]]:
+    """(msg_idx, call) of the calls messages ``lo..hi`` of a session make, in order, with
+    what runs of re-checks and their loops read of them (``polling.runs_of``,
+    ``session_loops``): the input of re-checks (the job they read), the output of
+    ``write_stdin`` polls (what they printed) and the start of any other output (the
+    header of a command left running)."""
+    from analytics.analysis.tagging.polling import (
+        BACKGROUND_CHECK_TOOLS,
+        STDIN_TOOLS,
+        WAIT_TOOLS,
+    )
+
+    rows = con.execute(_SESSION_CALLS_SQL, {
+        "sid": session_id, "lo": lo, "hi": hi,
+        "inputs": sorted(BACKGROUND_CHECK_TOOLS | WAIT_TOOLS | STDIN_TOOLS),
+        "outputs": sorted(STDIN_TOOLS),
+        "header": _HEADER_CHARS,
+    }).fetchall()
+    return [
+        (idx, trusted(ToolCall, {
+            "session_id": session_id, "msg_idx": idx, "call_id": call_id, "tool": tool,
+            "command": command, "input": input_, "output": output, "status": status,
+            "exit_code": exit_code, "started_at": started, "ended_at": ended,
+            "result_msg_idx": result_idx,
+        }, _CALL_FIELDS))
+        for idx, call_id, tool, command, input_, output, status, exit_code, started, ended,
+        result_idx in rows
+    ]
+
+
+def runs_boundary(con: duckdb.DuckDBPyConnection, session_id: str, msg_idx: int) -> int:
+    """A ``msg_idx`` at most ``msg_idx`` no run of re-checks reaches across: the message
+    after the last call before it that ends runs (``polling.ends_runs``) with no re-check
+    after it in its message; 0 when there is none."""
+    from analytics.analysis.tagging.polling import RECHECK_TOOLS, ends_runs
+
+    hi = msg_idx
+    while hi > 0:
+        lo = max(0, hi - RUNS_SPAN)
+        rechecked: set[int] = set()  # messages with a re-check after the calls seen
+        for idx, call in reversed(session_calls(con, session_id, lo, hi - 1)):
+            if call.tool in RECHECK_TOOLS:
+                rechecked.add(idx)
+            elif idx not in rechecked and ends_runs(call):
+                return idx + 1
+        hi = lo
+    return 0
 
 
 LEADING_CONTEXT_BLOCKS = r"^(\s*<([a-z][a-z0-9_-]*)[^>]*>.*?</[a-z][a-z0-9_-]*>)*\s*"

@@ -26,8 +26,13 @@ everything else is kept as a ``RawRecord``. Choices a reader should know:
 - ``<turn_aborted>`` messages and ``turn_aborted`` events set ``error``.
 - a unified exec call (``exec_command``, ``write_stdin``) that returned after its yield time
   while its process runs on (the output header says ``Process running with session ID N``)
-  has status ``running`` and no exit code, with its output and end time; the exit code is the
-  one a later ``write_stdin`` poll of that session prints (``Process exited with code N``).
+  has status ``running`` and no exit code, with its output and end time. When a later
+  ``write_stdin`` of that session prints ``Process exited with code N``, or an
+  ``exec_command_end`` of the call carries the exit code, the call that started the process
+  gets that exit code and the status it means (``completed`` for 0, else ``error``), and the
+  polls that returned while it ran are ``completed`` (no exit code: it is the exit code of
+  what they printed, as for any call). Their output, end time and result message stay those
+  of their own return. A process never seen to exit stays ``running``.
 - tools the model runs on its side are tool calls too: ``web_search_call`` (input = its
   ``action``) and ``image_generation_call`` (output ``[image]``) carry call and result in
   one record, with the status they were written with; ``tool_search_call`` is answered by a
@@ -44,7 +49,7 @@ import shlex
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -341,6 +346,94 @@ def status_of(text: str, exit_code: int | None, running: bool = False) -> ToolSt
     return "error" if exit_code not in (None, 0) else "completed"
 
 
+STDIN_TOOL = "write_stdin"
+"""Unified exec's tool that writes to (or, with empty ``chars``, polls) the process of an
+exec session: its output header says whether the process still runs or has exited."""
+
+
+def stdin_session(text_input: str | None) -> str | None:
+    """The exec session a ``write_stdin`` call writes to (the ``session_id`` of its JSON
+    arguments), or None."""
+    try:
+        arguments = orjson.loads(text_input) if text_input else None
+    except orjson.JSONDecodeError:
+        return None
+    session = arguments.get("session_id") if isinstance(arguments, dict) else None
+    if isinstance(session, bool) or not isinstance(session, int | str) or session == "":
+        return None
+    return str(session)
+
+
+class _RanOn(NamedTuple):
+    """A call stored as ``running`` because the process of its exec session ran on."""
+
+    call_id: str
+    result_msg_idx: int | None
+    ended_at: str | None
+    starts: bool
+    """The call started the process (``exec_command``), not a ``write_stdin`` to it."""
+
+
+class ExecProcesses:
+    """The exec sessions whose process ran on when last seen, with the calls stored as
+    ``running`` because of it, until an output or an ``exec_command_end`` shows it exited."""
+
+    KEPT = 1024
+    """Calls carried to the next ingest at most (the latest ones)."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.open: dict[str, list[_RanOn]] = {}
+        carried = state.get("exec_running")
+        for session, entries in (carried.items() if isinstance(carried, dict) else ()):
+            calls = [_RanOn(*e) for e in entries if _well_formed(e)] if isinstance(entries, list) else []
+            if calls:
+                self.open[str(session)] = calls
+        stdin = state.get("stdin_session")
+        self.stdin: dict[str, str] = {
+            k: v for k, v in (stdin.items() if isinstance(stdin, dict) else ()) if isinstance(v, str)
+        }
+        """call id -> the exec session a ``write_stdin`` whose output is still to come writes to."""
+
+    def ran_on(self, session: str, call: _RanOn) -> None:
+        """``call`` returned while the process of ``session`` ran on. A call starting a
+        process in a session id still open means the process known by it ended unseen:
+        its calls are forgotten (still ``running``, no exit code being known)."""
+        if call.starts or session not in self.open:
+            self.open[session] = []
+        self.open[session].append(call)
+
+    def exited(self, session: str) -> list[_RanOn]:
+        """The calls that were running in ``session``, whose process has exited."""
+        return self.open.pop(session, [])
+
+    def session_of(self, call_id: str) -> str | None:
+        """The open exec session ``call_id`` started, or None."""
+        for session, calls in self.open.items():
+            if calls and calls[0].starts and calls[0].call_id == call_id:
+                return session
+        return None
+
+    def state(self, pending: set[str]) -> dict[str, object]:
+        """What the next ingest needs: the open sessions' calls (the latest ``KEPT``) and the
+        sessions of the ``write_stdin`` calls in ``pending`` (their output is still to come)."""
+        entries = [(s, c) for s, calls in self.open.items() for c in calls][-self.KEPT :]
+        running: dict[str, list[list[object]]] = {}
+        for session, call in entries:
+            running.setdefault(session, []).append(list(call))
+        return {
+            "exec_running": running,
+            "stdin_session": {k: v for k, v in self.stdin.items() if k in pending},
+        }
+
+
+def _well_formed(entry: object) -> bool:
+    return (
+        isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], str)
+        and (entry[1] is None or isinstance(entry[1], int))
+        and (entry[2] is None or isinstance(entry[2], str)) and isinstance(entry[3], bool)
+    )
+
+
 def tool_names(tools: object) -> list[str]:
     """Names of the tools a ``tool_search_output`` found (groups opened)."""
     names: list[str] = []
@@ -440,6 +533,7 @@ class _Parser:
             k: v for k, v in (early.items() if isinstance(early, dict) else ()) if isinstance(v, int)
         }
         """Exit codes that came before the output of a call stored by an earlier ingest."""
+        self.execs = ExecProcesses(state)
         self.meta: dict[str, str | None] = {
             key: value if isinstance(value, str) else None
             for key in KEPT_META
@@ -562,6 +656,8 @@ class _Parser:
                 ended_at=call.ended_at,
                 result_msg_idx=call.result_msg_idx,
             )
+        elif (session := self.execs.session_of(call_id)) is not None:
+            yield from self._exited(session, exit_code)
         elif call_id in self.carried:
             self.early_exit[call_id] = exit_code
         elif call_id in self.stored_no_exit:
@@ -682,6 +778,9 @@ class _Parser:
         earlier = self.pending.pop(call_id, None)
         if earlier is not None:  # an id used again before its call got an output: keep both
             yield earlier
+        session = stdin_session(text_input) if tool == STDIN_TOOL else None
+        if session is not None:
+            self.execs.stdin[call_id] = session
         self.pending[call_id] = ToolCall(
             session_id=self.session_id,
             msg_idx=message.msg_idx,
@@ -706,6 +805,7 @@ class _Parser:
         if call_id is None:
             return
         call = self.pending.pop(call_id, None)
+        writes_to = self.execs.stdin.pop(call_id, None)
         if call is not None:
             exit_code = exit_code if exit_code is not None else call.exit_code
             status = status_of(text, exit_code, running)
@@ -730,6 +830,39 @@ class _Parser:
                 ended_at=ts,
                 result_msg_idx=message.msg_idx,
             )
+        else:
+            return  # (an output of no call known)
+        yield from self._exec_state(call_id, message.msg_idx, ts, text, status, exit_code, writes_to)
+
+    def _exec_state(
+        self, call_id: str, result_msg_idx: int, ts: datetime | None, text: str,
+        status: ToolStatus, exit_code: int | None, writes_to: str | None,
+    ) -> Iterator[ToolResult]:
+        """What the output of a unified exec call says of its process: it runs on (the call
+        is one of those its exit ends), or, output of a ``write_stdin`` to exec session
+        ``writes_to``, it exited."""
+        if status == "running":
+            session = command_output(text).session_id
+            assert session is not None  # (``still_running``)
+            ended = ts.isoformat() if ts else None
+            self.execs.ran_on(session.strip(), _RanOn(call_id, result_msg_idx, ended, writes_to is None))
+        elif writes_to is not None and exit_code is not None:
+            yield from self._exited(writes_to, exit_code)
+
+    def _exited(self, session: str, exit_code: int) -> Iterator[ToolResult]:
+        """The process of exec ``session`` exited with ``exit_code``: the calls stored as
+        running because of it are not (see the module's docstring)."""
+        for ran in self.execs.exited(session):
+            yield ToolResult(
+                session_id=self.session_id,
+                call_id=ran.call_id,
+                output=None,  # (the stored output stays)
+                status=status_of("", exit_code) if ran.starts else "completed",
+                exit_code=exit_code if ran.starts else None,
+                ended_at=datetime.fromisoformat(ran.ended_at) if ran.ended_at else None,
+                result_msg_idx=ran.result_msg_idx,
+                settles=True,
+            )
 
     def finish(self) -> Iterator[ParsedItem]:
         yield from self.pending.values()
@@ -742,6 +875,7 @@ class _Parser:
             "pending": open_calls,
             "no_exit": self._no_exit_state(),
             "early_exit": self._early_exit_state(),
+            **self.execs.state(set(open_calls)),
             "seen_meta": self.seen_meta,
             **self.meta,
         }

@@ -33,6 +33,7 @@ from analytics.analysis.tagging.polling import (
     background_rechecks,
     file_tool,
     loop_shape,
+    recheck_evidence,
     shell_tool,
 )
 from analytics.analysis.tagging.tools import (
@@ -47,7 +48,7 @@ from analytics.analysis.tagging.tools import (
 from analytics.analysis.tagging.triggers import WINDOW_CHARS, Trigger, compile_triggers, windows
 from analytics.command_output import command_output
 from analytics.gcpause import no_cyclic_gc
-from analytics.models import MessageContext, Tag, trusted
+from analytics.models import MessageContext, Tag, ToolCall, trusted
 
 RULES_VERSION = "1.1"
 """1.1: a tag whose evidence quotes no text has no span (NULL offsets, not 0, 0); a span
@@ -187,7 +188,7 @@ class Tagger:
         rechecks = background_rechecks(batch)
         by_idx = {ctx.message.msg_idx: ctx for ctx in batch} if rechecks else {}
         for idx, call in rechecks.items():
-            evidence = f"{call.tool} {call.input or ''}"[:200]
+            evidence = recheck_evidence(call)
             add(by_idx[idx], idx, Hit("polling_loop", "polling:background", evidence, None, None))
         errors = {idx for idx, label in found if label == "error"}
         texts = [self.prose(ctx) for ctx in batch]  # read by the rules and the classifier
@@ -197,6 +198,14 @@ class Tagger:
         for tag in self._model_tags(batch, texts, found, quoted):
             found[(tag.msg_idx, tag.tag)] = tag
         return sorted(found.values(), key=lambda t: (t.msg_idx, t.tag))
+
+    def recheck_tag(self, session_id: str, msg_idx: int, call: ToolCall) -> Tag:
+        """The ``polling_loop`` tag :meth:`tag` gives a re-check of a background job in a
+        run of them (``polling.rechecks_of``) when the message has none otherwise."""
+        return _new_tag(
+            session_id, msg_idx, "polling_loop", 1.0, "rules", recheck_evidence(call),
+            None, None, self.version,
+        )
 
     # --- learned: diagnosis ------------------------------------------------
     def _model_tags(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -532,26 +532,42 @@ Run = list[tuple[int, ToolCall]]
 """Re-checks of one background job, as (msg_idx, call), in order."""
 
 
-def recheck_runs(batch: list[MessageContext]) -> Iterator[Run]:
-    """Runs of re-checks of the same background job with only sleeps in between (another
-    call, or a re-check of another job, ends a run)."""
-    run: Run = []
-    run_id: str | None = None
+def made_calls(batch: list[MessageContext]) -> Iterator[tuple[int, ToolCall]]:
+    """(msg_idx, call) of each call the messages of ``batch`` make, in order."""
     for ctx in batch:
         for call in ctx.calls:
-            job = background_job_id(call)
-            if job is not None and call.tool in RECHECK_TOOLS:
-                if job != run_id:
-                    if run:
-                        yield run
-                    run, run_id = [], job
-                run.append((ctx.message.msg_idx, call))
-            elif job is None and not _only_waits(call):
+            yield ctx.message.msg_idx, call
+
+
+def recheck_runs(batch: list[MessageContext]) -> Iterator[Run]:
+    """Runs of re-checks of the same background job among the calls of ``batch``."""
+    return runs_of(made_calls(batch))
+
+
+def runs_of(calls: Iterable[tuple[int, ToolCall]]) -> Iterator[Run]:
+    """Runs of re-checks of the same background job with only sleeps in between (another
+    call, or a re-check of another job, ends a run), of (msg_idx, call) in order."""
+    run: Run = []
+    run_id: str | None = None
+    for msg_idx, call in calls:
+        job = background_job_id(call)
+        if job is not None and call.tool in RECHECK_TOOLS:
+            if job != run_id:
                 if run:
                     yield run
-                run, run_id = [], None
+                run, run_id = [], job
+            run.append((msg_idx, call))
+        elif job is None and run and not _only_waits(call):  # (no run: nothing to end)
+            yield run
+            run, run_id = [], None
     if run:
         yield run
+
+
+def ends_runs(call: ToolCall) -> bool:
+    """Whether ``call`` ends any run of re-checks (``runs_of``): it is no re-check and
+    does more than wait."""
+    return background_job_id(call) is None and not _only_waits(call)
 
 
 def _is_loop(run: Run) -> bool:
@@ -561,45 +577,70 @@ def _is_loop(run: Run) -> bool:
 
 
 def background_rechecks(batch: list[MessageContext]) -> dict[int, ToolCall]:
+    """:func:`rechecks_of` the calls of ``batch``."""
+    return rechecks_of(list(made_calls(batch)))
+
+
+def rechecks_of(calls: list[tuple[int, ToolCall]]) -> dict[int, ToolCall]:
     """msg_idx -> call for every Monitor call and for runs of re-checks of the same
-    background job (``recheck_runs``) that poll (``_is_loop``)."""
+    background job (``runs_of``) that poll (``_is_loop``), among ``calls`` ((msg_idx, call),
+    in order). Those of only part of a session's calls are some of those of all of them
+    (a run seen in part is a run, or part of one)."""
     found: dict[int, ToolCall] = {}
-    for ctx in batch:
-        for call in ctx.calls:
-            if call.tool in WAIT_TOOLS:
-                found.setdefault(ctx.message.msg_idx, call)
-    for run in recheck_runs(batch):
+    for idx, call in calls:
+        if call.tool in WAIT_TOOLS:
+            found.setdefault(idx, call)
+    for run in runs_of(calls):
         if _is_loop(run):
             for idx, call in run:
                 found.setdefault(idx, call)
     return found
 
 
+def recheck_evidence(call: ToolCall) -> str:
+    """The evidence of the ``polling_loop`` tag of a re-check (or a Monitor call)."""
+    return f"{call.tool} {call.input or ''}"[:200]
+
+
+def rechecks(batch: list[MessageContext]) -> bool:
+    """Whether a message of ``batch`` re-checks a background job: a run of re-checks may
+    reach past ``batch``, so their loops and tags are found again among all of the session's
+    calls once the batch is written (``analysis.run.MessageRun.close``)."""
+    return any(call.tool in RECHECK_TOOLS for ctx in batch for call in ctx.calls)
+
+
 def exec_session_loops(batch: list[MessageContext]) -> list[PollingLoop]:
-    """A polling loop for each run of ``write_stdin`` polls of one exec session, stored at
-    its last poll (which saw the outcome). Its target is the command the session runs (from
-    the ``exec_command`` in ``batch`` that left it running), else ``exec session N``."""
+    """:func:`session_loops` of the calls of ``batch``."""
     if not any(call.tool in STDIN_TOOLS for ctx in batch for call in ctx.calls):
         return []  # (every batch of every other agent's sessions)
-    commands = _running_commands(batch)
+    return session_loops(batch[0].message.session_id, list(made_calls(batch)))
+
+
+def session_loops(session_id: str, calls: list[tuple[int, ToolCall]]) -> list[PollingLoop]:
+    """A polling loop for each run of ``write_stdin`` polls of one exec session among
+    ``calls`` ((msg_idx, call), in order), stored at its last poll (which saw the outcome).
+    Its target is the command the session runs (from the ``exec_command`` among ``calls``
+    that left it running), else ``exec session N``. A run is one loop only when ``calls``
+    hold all of it: an ingest finds them among all of a session's calls, however the
+    session was cut into chunks or appended."""
+    commands = _running_commands(calls)
     loops: list[PollingLoop] = []
-    for run in recheck_runs(batch):
+    for run in runs_of(calls):
         if run[0][1].tool in STDIN_TOOLS:
             session = polled_session(run[0][1]) or "?"
             target = commands.get(session) or f"exec session {session}"
-            loops.append(_session_loop(batch[0].message.session_id, run, target))
+            loops.append(_session_loop(session_id, run, target))
     return loops
 
 
-def _running_commands(batch: list[MessageContext]) -> dict[str, str]:
+def _running_commands(calls: list[tuple[int, ToolCall]]) -> dict[str, str]:
     """exec session id -> the command of the shell call whose output left it running."""
     found: dict[str, str] = {}
-    for ctx in batch:
-        for call in ctx.calls:
-            if call.command and shell_tool(call):
-                session = command_output(call.output).session_id
-                if session is not None:
-                    found[session.strip()] = call.command
+    for _, call in calls:
+        if call.command and shell_tool(call):
+            session = command_output(call.output).session_id
+            if session is not None:
+                found[session.strip()] = call.command
     return found
 
 

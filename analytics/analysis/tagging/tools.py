@@ -306,7 +306,9 @@ def exit_code_hit(exit_code: int | None) -> Hit | None:
 
 def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: list[Hit] | None = None) -> list[Hit]:
     """Failure evidence of a finished call: status error, non-zero exit, signatures in what it
-    printed (``output_hits``: ``printed_hits`` of its output, when the caller has them)."""
+    printed (``output_hits``: ``printed_hits`` of its output, when the caller has them). A
+    call that returned while its process ran on (its output's header names the exec session)
+    has its exit code from a later poll, which shows the failure: not this result."""
     if shell_tool(call) or (call.tool or "").lower() in ("bashoutput", "taskoutput"):
         hits = output_hits if output_hits is not None else printed_hits(rules, command_output(call.output))
         for h in hits:
@@ -315,6 +317,8 @@ def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: lis
     if aborted:
         return []
     by_exit = exit_code_hit(call.exit_code)
+    if (by_exit is not None or call.status == "error") and _ran_on(call):
+        return []
     if by_exit is not None:
         return [by_exit]
     if call.status == "error":
@@ -324,6 +328,12 @@ def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: lis
         start = printed.start + max(out.find(first), 0) if out.strip() else 0
         return [Hit("error", "error:status", first, start, start + len(first))]
     return []
+
+
+def _ran_on(call: ToolCall) -> bool:
+    """``call`` returned while its process ran on (``Process running with session ID N``)."""
+    printed = command_output(call.output)
+    return printed.session_id is not None and printed.exit_code is None
 
 
 def message_error(rules: ToolRules, msg: Message) -> Hit | None:
