@@ -57,3 +57,13 @@ def command_output(output: str | None) -> CommandOutput:
         wall_time_s=float(wall) if wall is not None else None,
         session_id=m.group("session_id"),
     )
+
+
+def exec_session_of(arguments: object) -> str | None:
+    """The exec session a Codex ``write_stdin`` call's arguments (a parsed JSON object) name
+    in ``session_id`` (a number or text, as written), or None: the session whose process
+    the call writes to or, with no ``chars``, polls."""
+    session = arguments.get("session_id") if isinstance(arguments, dict) else None
+    if isinstance(session, bool) or not isinstance(session, int | str) or session == "":
+        return None
+    return str(session)

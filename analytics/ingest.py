@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import gzip
 import hashlib
-import lzma
 import os
 import shutil
 import tempfile
 import threading
 import time
 import warnings
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -348,9 +345,8 @@ class Ingestor:
         ):
             return self._unchanged(key, fmt, prev)
         module = get_module(fmt)  # (the parser: not imported for an unchanged file)
+        # (a compressed file is read through a decompressed copy, whole: see compressed.py)
         kind = compression_of(path) if path.is_file() else None
-        if kind is not None:
-            return self._load_compressed(path, key, fmt, module, size, mtime, prev, current, kind)
         if prev is None and path.is_file():
             # Nothing stored to compare with: the file (its first ``size`` bytes) is hashed
             # on a thread while it is parsed; hashlib and reads release the GIL.
@@ -358,11 +354,12 @@ class Ingestor:
             hashing = _HASHING.submit(content_sha, path, size, cancel)
             try:
                 return self._load_in_transaction(
-                    path, key, fmt, module, size, mtime, hashing.result)
+                    path, key, fmt, module, size, mtime, hashing.result, kind=kind)
             except BaseException:
                 cancel.set()  # (a failed file: its hash is not needed, and not waited for)
                 raise
         appendable = getattr(module, "APPENDABLE", False) and path.is_file() and current
+        appendable = appendable and kind is None
         mark = int(prev["end_offset"] or 0) if prev and appendable else 0
         if prev and appendable and prev["format"] == fmt and size > mark > 0 and (
             size != prev["bytes"]  # (so not unchanged: its hash differs from the stored one)
@@ -383,34 +380,8 @@ class Ingestor:
         ):
             resume = self._resume_from(key, prev)
         result = self._load_in_transaction(
-            path, key, fmt, module, size, mtime, lambda: sha, prev, resume)
+            path, key, fmt, module, size, mtime, lambda: sha, prev, resume, kind)
         result.reread = same  # (unchanged, but stored by another parser version)
-        return result
-
-    def _load_compressed(
-        self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
-        prev: dict[str, Any] | None, current: bool, kind: str,
-    ) -> FileResult:
-        """Load a compressed file through a decompressed copy (``compressed.py``), always
-        whole: a changed one is read again, never appended to. Stored under its own path,
-        with the size, time and hash of its compressed bytes (what says it changed)."""
-        from analytics.sources.compressed import decompressed
-
-        sha = content_shas(path)[0]
-        same = prev is not None and prev["sha256"] == sha and prev["format"] == fmt
-        if prev is not None and same and current:
-            self.con.execute("UPDATE ingest_files SET mtime = ? WHERE path = ?", [mtime, key])
-            return self._unchanged(key, fmt, prev)
-        try:
-            # (beside the database, as staging is: not in its staging folder, which a
-            # large file's staging removes when it is done)
-            near = self.staging_dir.parent if self.staging_dir is not None else None
-            with decompressed(path, kind, near) as plain:
-                result = self._load_in_transaction(
-                    plain, key, fmt, module, size, mtime, lambda: sha, prev, whole=True)
-        except (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile) as exc:
-            raise SourceError(key, f"a {kind}-compressed file that cannot be decompressed: {exc}") from exc
-        result.reread = same
         return result
 
     def _append(
@@ -445,17 +416,38 @@ class Ingestor:
     def _load_in_transaction(
         self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
         sha_of: Callable[[], str], prev: dict[str, Any] | None = None,
-        resume: Resume | None = None, whole: bool = False,
+        resume: Resume | None = None, kind: str | None = None,
     ) -> FileResult:
-        """``_load`` in a transaction of its own."""
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            result = self._load(path, key, fmt, module, size, mtime, sha_of, prev, resume, whole)
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
+        """``_load`` in a transaction of its own; a file compressed with ``kind`` is read
+        through a decompressed copy."""
+        with self._readable(path, key, kind) as readable:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                result = self._load(
+                    readable, key, fmt, module, size, mtime, sha_of, prev, resume, kind is not None)
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
         return result
+
+    @contextmanager
+    def _readable(self, path: Path, key: str, kind: str | None) -> Iterator[Path]:
+        """``path`` itself, or (``kind`` set) a decompressed copy made beside the database,
+        as staging is (not in the staging folder, which a large file's staging removes when
+        it is done), removed on exit."""
+        if kind is None:
+            yield path
+            return
+        from analytics.sources.compressed import DECOMPRESS_ERRORS, decompressed, unreadable
+
+        near = self.staging_dir.parent if self.staging_dir is not None else None
+        with contextlib.ExitStack() as stack:
+            try:
+                plain = stack.enter_context(decompressed(path, kind, near))
+            except DECOMPRESS_ERRORS as exc:
+                raise SourceError(key, unreadable(kind, path.name, exc)) from exc
+            yield plain
 
     def _unchanged(self, key: str, fmt: str, prev: dict[str, Any]) -> FileResult:
         if self._analyse and (self.reanalyse or self._rules is not None):

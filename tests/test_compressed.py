@@ -108,3 +108,4 @@ def test_truncated_archive_is_one_error_naming_the_file(tmp_path: Path) -> None:
     [error] = summary.errors
     assert error.error is not None and "\n" not in error.error
     assert str(path) in error.error and "cannot be decompressed" in error.error
+    assert "`gzip -dc cut.jsonl.gz > copy` writes out what is readable" in error.error

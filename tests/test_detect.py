@@ -102,7 +102,7 @@ def test_unsupported_samples_rejected(rel: str, hint: str) -> None:
         (b'{"hello": "world", "items": [1, 2, 3]}', "JSON of an unknown shape"),
         (b"[1, 2, 3]", "JSON of an unknown shape"),
         (b"# Notes\n\nNothing to see; [msg 3] user: appears mid-line only.\n", "message header"),
-        (b"\x28\xb5\x2f\xfd" + bytes(40), "zstd-compressed.*zstd -d input.json"),
+        (b"\x28\xb5\x2f\xfd" + bytes(40), "zstd-compressed.*zstd -dc input.json > copy"),
         (gzip.compress(b'{"hello": "world"}'), "a gzip-compressed file: JSON of an unknown shape"),
     ],
 )

@@ -53,7 +53,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from analytics.command_output import command_output
+from analytics.command_output import command_output, exec_session_of
 from analytics.formats import PARSER_VERSIONS
 from analytics.models import (
     Ledger,
@@ -355,13 +355,9 @@ def stdin_session(text_input: str | None) -> str | None:
     """The exec session a ``write_stdin`` call writes to (the ``session_id`` of its JSON
     arguments), or None."""
     try:
-        arguments = orjson.loads(text_input) if text_input else None
+        return exec_session_of(orjson.loads(text_input) if text_input else None)
     except orjson.JSONDecodeError:
         return None
-    session = arguments.get("session_id") if isinstance(arguments, dict) else None
-    if isinstance(session, bool) or not isinstance(session, int | str) or session == "":
-        return None
-    return str(session)
 
 
 class _RanOn(NamedTuple):

@@ -5,7 +5,7 @@ Detection sniffs the first bytes of the decompressed stream; the ingest decompre
 file into a temporary folder, parses the copy, and stores everything under the compressed
 file's own path. A compressed file is never appended to: when it changes it is read again
 whole. Python's standard library reads gzip, bzip2 and xz; a zstd file is named as such in
-its error.
+its error, with the command that decompresses it.
 """
 
 from __future__ import annotations
@@ -15,24 +15,46 @@ import gzip
 import lzma
 import shutil
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-OPENERS: dict[str, tuple[bytes, Callable[..., Any], tuple[str, ...]]] = {
-    "gzip": (b"\x1f\x8b", gzip.open, (".gz", ".gzip", ".z")),
-    "bzip2": (b"BZh", bz2.open, (".bz2",)),
-    "xz": (b"\xfd7zXZ\x00", lzma.open, (".xz", ".lzma")),
+OPENERS: dict[str, tuple[bytes, Callable[..., Any], tuple[str, ...], str]] = {
+    "gzip": (b"\x1f\x8b", gzip.open, (".gz", ".gzip", ".z"), "gzip -dc"),
+    "bzip2": (b"BZh", bz2.open, (".bz2",), "bzip2 -dc"),
+    "xz": (b"\xfd7zXZ\x00", lzma.open, (".xz", ".lzma"), "xz -dc"),
 }
-"""compression -> (magic number, opener, file name suffixes)."""
+"""compression -> (magic number, opener, file name suffixes, the command that writes what it
+holds to standard output)."""
+NOT_READ = {"zstd": (b"\x28\xb5\x2f\xfd", "zstd -dc")}
+"""Compressions Python's standard library does not read: (magic number, the same command)."""
+DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+"""What reading a truncated or corrupt archive raises (``gzip.BadGzipFile`` is an OSError)."""
+
+
+def not_read(head: bytes, name: str) -> str | None:
+    """What to say of a file compressed in a way not read here, or None."""
+    for kind, (magic, command) in NOT_READ.items():
+        if head.startswith(magic):
+            return f"a {kind}-compressed file: decompress it first (`{command} {name} > copy`)"
+    return None
+
+
+def unreadable(kind: str, name: str, exc: BaseException) -> str:
+    """The error of an archive that cannot be decompressed, with what to do about it."""
+    return (
+        f"a {kind}-compressed file that cannot be decompressed ({exc}); it is truncated or "
+        f"corrupt: `{OPENERS[kind][3]} {name} > copy` writes out what is readable, ingest that"
+    )
 HEAD_READ = 1 << 20
 """Decompressed bytes read for detection at most."""
 
 
 def compression(head: bytes) -> str | None:
     """The compression ``head`` (a file's first bytes) starts with, of those read here."""
-    return next((name for name, (magic, _, _) in OPENERS.items() if head.startswith(magic)), None)
+    return next((name for name, (magic, *_) in OPENERS.items() if head.startswith(magic)), None)
 
 
 def compression_of(path: Path) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import importlib
 import json
-import lzma
 import os
 import re
 import stat
@@ -22,7 +21,13 @@ from types import ModuleType
 
 from analytics.errors import SourceError, UnknownFormatError, UsageError
 from analytics.formats import FORMATS
-from analytics.sources.compressed import compression, plain_head
+from analytics.sources.compressed import (
+    DECOMPRESS_ERRORS,
+    compression,
+    not_read,
+    plain_head,
+    unreadable,
+)
 from analytics.sources.encoding import NO_BOM, utf8_head, utf16_without_bom
 from analytics.sources.homes import Home, home_above, layout_of
 
@@ -105,10 +110,8 @@ def detect_format(path: Path) -> str:
     if kind is not None:  # (detected by what it holds: see compressed.py)
         try:
             head = plain_head(path, kind, HEAD_BYTES)
-        except (OSError, EOFError, lzma.LZMAError) as exc:
-            raise SourceError(
-                str(path), f"a {kind}-compressed file that cannot be decompressed: {exc}"
-            ) from exc
+        except DECOMPRESS_ERRORS as exc:
+            raise SourceError(str(path), unreadable(kind, path.name, exc)) from exc
     text = utf8_head(head)  # (UTF-16 transcoded, a byte order mark dropped: as the parsers do)
     for fmt, module in available_modules():
         if _sniff(module, path, text):
@@ -298,11 +301,6 @@ def _detect_or_none(path: Path) -> str | None:
         return None
 
 
-_COMPRESSED = ((b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),)
-"""Magic numbers of compressed files Python's standard library does not read (gzip, bzip2
-and xz are read: ``compressed.py``): (start, compression, the command that undoes it)."""
-
-
 def describe(path: Path, head: bytes) -> str:
     """What an unsupported file looks like, for the error message."""
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -314,9 +312,9 @@ def describe(path: Path, head: bytes) -> str:
         return "a ZIP archive"
     if head.startswith(b"SQLite format 3\x00"):
         return "an SQLite database without opencode's session/message/part tables"
-    for magic, what, tool in _COMPRESSED:
-        if head.startswith(magic):
-            return f"a {what}-compressed file: decompress it first with `{tool} {path.name}`"
+    compressed = not_read(head, path.name)
+    if compressed is not None:
+        return compressed
     if b"\x00" in head:
         return "a binary file"
     if stripped[:1] in (b"{", b"["):

@@ -23,7 +23,7 @@ from analytics.analysis.tagging.shell import (
     parse_shell,
     python_programs,
 )
-from analytics.command_output import command_output
+from analytics.command_output import command_output, exec_session_of
 from analytics.models import MessageContext, PollingLoop, ToolCall, trusted
 
 CHECK_PROGRAMS = frozenset(
@@ -520,12 +520,7 @@ def polled_session(call: ToolCall) -> str | None:
     """The exec session a ``write_stdin`` call polls (its ``session_id``, when its ``chars``
     are empty or absent), or None."""
     data = _input_object(call)
-    if data is None or data.get("chars"):
-        return None
-    session = data.get("session_id")
-    if isinstance(session, bool) or not isinstance(session, int | str) or session == "":
-        return None
-    return str(session)
+    return None if data is None or data.get("chars") else exec_session_of(data)
 
 
 Run = list[tuple[int, ToolCall]]

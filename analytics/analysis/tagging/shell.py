@@ -187,14 +187,9 @@ def python_programs(script: ShellScript) -> list[str]:
             found.append(fed[1])
             continue
         path = next((a for a in args if not a.startswith("-")), None)
-        if path is not None and path.endswith(".py"):
-            norm = posixpath.normpath(path)
-            text = written.get(norm) or next(
-                (t for p, t in written.items() if posixpath.basename(p) == posixpath.basename(norm)),
-                None,
-            )
-            if text is not None:
-                found.append(text)
+        text = _written_text(path, written) if path and path.endswith(".py") else None
+        if text is not None:
+            found.append(text)
     return found
 
 
@@ -657,8 +652,12 @@ def _script_run(cmd: SimpleCommand, written: dict[str, str]) -> str | None:
         path = next((a for a in core[1:] if not a.startswith(("-", "+"))), None)
     else:
         path = core[0] if "/" in core[0] else None
-    if path is None:
-        return None
+    return _written_text(path, written) if path is not None else None
+
+
+def _written_text(path: str, written: dict[str, str]) -> str | None:
+    """The text an earlier command of the snippet wrote to ``path`` (``written``: path ->
+    text), else to the last file of the same name (``cd`` moves are not followed)."""
     norm = posixpath.normpath(path)
     if norm in written:
         return written[norm]
