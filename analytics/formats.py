@@ -28,6 +28,11 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file (opencode's ``opencode.db``): the opencode
 reader recognises its database by them, and the store refuses such a file as ``--db``."""
 
+CODEX_MESSAGE_COPIES = ("event_msg/user_message", "event_msg/agent_message")
+"""``messages.native_type`` of the Codex events that repeat a ``response_item`` message word for
+word (newer builds write each prompt and reply twice); stored as ``system`` rows by the parser,
+and no search document of their own when the message they repeat is beside them."""
+
 CODEX_EXEC_HEADER = (
     r"(?:Chunk ID: [^\n]*\n)?(?:Exit code: (?P<exit_code>-?\d+)\n)?"
     r"Wall time: (?P<wall_time>\d+(?:\.\d+)?)?[^\n]*\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from analytics.formats import CODEX_MESSAGE_COPIES
 from analytics.store.db import sql_string
 
 MAX_DOC_CHARS = 20_000
@@ -51,12 +52,10 @@ def _clip(col: str) -> str:
     )
 
 
-EVENT_COPIES = ("event_msg/user_message", "event_msg/agent_message")
-"""``native_type`` of the Codex events that repeat a ``response_item`` message."""
 COPY_REACH = 4
 """How many messages apart an event and the message it repeats may be stored."""
 _EVENT_COPY = f"""(
-    m.role = 'system' AND m.native_type IN ({", ".join(f"'{t}'" for t in EVENT_COPIES)})
+    m.role = 'system' AND m.native_type IN ({", ".join(f"'{t}'" for t in CODEX_MESSAGE_COPIES)})
     AND EXISTS (
         SELECT 1 FROM messages d
         WHERE d.session_id = m.session_id AND d.msg_idx <> m.msg_idx

@@ -60,15 +60,16 @@ def parse_code(code: str) -> ast.Module | None:
     return None
 
 
-def code_loop(code: str) -> CodeLoop | None:
-    """The first polling loop in the Python ``code``, or None."""
+def code_loop(code: str, programs: frozenset[str]) -> CodeLoop | None:
+    """The first polling loop in the Python ``code``, or None. ``programs``: the programs
+    that check something when run through ``subprocess`` (``polling.CHECK_PROGRAMS``)."""
     tree = parse_code(code)
     if tree is None:
         return None
     constants = _constants(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.For | ast.AsyncFor | ast.While):
-            found = _loop(node, constants)
+            found = _loop(node, constants, programs)
             if found is not None:
                 return found
     return None
@@ -101,11 +102,13 @@ def _body_nodes(loop: ast.For | ast.AsyncFor | ast.While) -> list[ast.AST]:
     return out
 
 
-def _loop(loop: ast.For | ast.AsyncFor | ast.While, constants: dict[str, object]) -> CodeLoop | None:
+def _loop(
+    loop: ast.For | ast.AsyncFor | ast.While, constants: dict[str, object], programs: frozenset[str]
+) -> CodeLoop | None:
     nodes = _body_nodes(loop)
     calls = [n for n in nodes if isinstance(n, ast.Call)]
     interval = next((s for c in calls if (s := _sleep_seconds(c, constants)) is not None), None)
-    checked = [(k, c) for c in calls if (k := _check(c, constants)) is not None]
+    checked = [(k, c) for c in calls if (k := _check(c, constants, programs)) is not None]
     checks = tuple(dict.fromkeys(k for k, _ in checked))
     if interval is None or not checks:
         return None
@@ -191,10 +194,8 @@ def _sleep_seconds(call: ast.Call, constants: dict[str, object]) -> float | None
     return None
 
 
-def _check(call: ast.Call, constants: dict[str, object]) -> str | None:
+def _check(call: ast.Call, constants: dict[str, object], programs: frozenset[str]) -> str | None:
     """What the call looks at (``http``, ``socket``, ``file``, a check program's name), or None."""
-    from analytics.analysis.tagging.polling import CHECK_PROGRAMS
-
     name = _name(call.func)
     if not name:
         return None
@@ -208,7 +209,7 @@ def _check(call: ast.Call, constants: dict[str, object]) -> str | None:
         return "file"
     if last in RUNNERS and first in ("subprocess", "os", "sp") and args:
         program = args[0].split()[0].rsplit("/", 1)[-1] if args[0].split() else ""
-        return program if program in CHECK_PROGRAMS else None
+        return program if program in programs else None
     return None
 
 

@@ -196,7 +196,7 @@ def loop_shape(command: str) -> LoopShape | None:
                 on_condition=_waits_on_condition(loop.kind, loop.header),
             )
     for code in python_programs(script):
-        found = code_loop(code)
+        found = code_loop(code, CHECK_PROGRAMS)
         if found is not None:
             pats = (found.success, found.failure, found.success_marker, found.failure_marker)
             return LoopShape("code", found.interval_s, found.max_iterations, timeout_s,
