@@ -50,30 +50,6 @@ def _read(db: str | None) -> duckdb.DuckDBPyConnection:
     return connect(_db(db), read_only=True, wait_s=READ_WAIT_S)
 
 
-def discover_paths() -> list[Path]:
-    """The local stores of installed agents that exist on this machine: Claude Code's
-    ``projects/`` (in ``$CLAUDE_CONFIG_DIR``, default ``~/.claude``), opencode's database
-    or storage folder, Codex's ``sessions/`` and ``archived_sessions/`` (in ``$CODEX_HOME``,
-    default ``~/.codex``; ``/archive`` moves a session there)."""
-    home = Path.home()
-    data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
-    claude = Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
-    codex = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    candidates = [claude / "projects", *_opencode_store(data / "opencode"),
-                  codex / "sessions", codex / "archived_sessions"]
-    return [p for p in candidates if p.exists()]
-
-
-def _opencode_store(folder: Path) -> list[Path]:
-    """opencode's sessions in its data folder: ``opencode.db`` (1.2+), else the databases of
-    another release channel (``opencode-<channel>.db``), else the ``storage/`` tree. Never a
-    database and the storage beside it: 1.2 migrated the tree into the database and leaves it
-    in place, so reading both would store every older session twice."""
-    main = folder / "opencode.db"
-    dbs = [main] if main.is_file() else sorted(folder.glob("opencode-*.db"))
-    return dbs or [folder / "storage"]
-
-
 def _plain(*cells: str) -> list[Text]:
     """Table cells shown as they are: transcript text such as ``[/INST]`` or a path in
     brackets is not Rich markup (it would vanish, or stop the command with a MarkupError)."""
@@ -154,14 +130,15 @@ def ingest(
 
     targets = list(paths or [])
     if discover:
-        found = discover_paths()
+        from analytics.sources.homes import installed_stores, where_stores_are
+
+        found = installed_stores()
         if not found and not targets:
             from analytics.errors import AnalyticsError
 
             raise AnalyticsError(
-                "--discover found no local agent stores (looked for ~/.claude/projects, "
-                "~/.local/share/opencode/storage and opencode.db, ~/.codex/sessions and "
-                "archived_sessions); give PATH… to ingest instead"
+                f"--discover found no local agent stores (looked for {where_stores_are()}); "
+                "give PATH… to ingest instead"
             )
         out.print(f"Discovered: {', '.join(map(str, found))}", soft_wrap=True, markup=False,
                   highlight=False)

@@ -109,7 +109,7 @@ def quick_ingest(paths: list[Path], db: Path) -> None:
 def test_discover_reads_the_opencode_db_not_also_its_migrated_storage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from analytics.cli import discover_paths
+    from analytics.sources.homes import installed_stores as discover_paths
 
     home = tmp_path / "home"
     data = home / ".local" / "share" / "opencode"
@@ -119,6 +119,9 @@ def test_discover_reads_the_opencode_db_not_also_its_migrated_storage(
     monkeypatch.delenv("CODEX_HOME", raising=False)
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     assert discover_paths() == [data / "storage"]  # (before opencode 1.2)
+    (data / "opencode-beta.db").write_bytes(b"")  # another release channel's database
+    assert discover_paths() == [data / "opencode-beta.db"]
+    (data / "opencode-beta.db").unlink()
 
     writer = migrate(data / "storage", data / "opencode.db")
     try:
@@ -399,7 +402,7 @@ def test_discover_reads_claude_config_dir_and_codex_archived_sessions(
 ) -> None:
     """Claude Code's home is ``$CLAUDE_CONFIG_DIR`` when set; Codex moves an archived session
     to ``archived_sessions/`` beside ``sessions/``."""
-    from analytics.cli import discover_paths
+    from analytics.sources.homes import installed_stores as discover_paths
 
     claude = claude_home(tmp_path / "cc")
     codex = codex_home(tmp_path / "cx")

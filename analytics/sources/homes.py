@@ -41,6 +41,30 @@ class Layout:
     beside a sessions entry make a folder its home)."""
     own: tuple[tuple[str, ...], ...]
     """Its other entries, as patterns of their path parts under the home (never read)."""
+    home: tuple[str, str, str]
+    """Where the agent keeps its home: (environment variable, the folder below it or "",
+    the default when the variable is not set)."""
+    one_store: bool = False
+    """Only the first ``sessions`` entry present holds sessions (see ``installed_stores``)."""
+
+    def home_dir(self) -> Path:
+        """The agent's home on this machine (it may not exist)."""
+        env, below, default = self.home
+        base = os.environ.get(env)
+        if not base:
+            return Path(default).expanduser()
+        return Path(base) / below if below else Path(base)
+
+    def stores(self) -> list[Path]:
+        """Its sessions entries present in its home, in the data file's order (the first
+        one found only, for ``one_store``)."""
+        home, found = self.home_dir(), []
+        for pattern in self.sessions:
+            matches = sorted(home.glob(pattern))
+            if matches and self.one_store:
+                return matches
+            found += matches
+        return found
 
     def holds(self, names: Collection[str]) -> bool:
         """A folder whose entries are ``names`` is this agent's home."""
@@ -95,8 +119,28 @@ def layouts() -> tuple[Layout, ...]:
             sessions=tuple(entry["sessions"]),
             marks=tuple(entry["marks"]),
             own=tuple(tuple(pattern.split("/")) for pattern in entry["own"]),
+            home=(entry["home"]["env"], entry["home"].get("below", ""), entry["home"]["default"]),
+            one_store=bool(entry.get("one_store", False)),
         )
         for entry in raw["agents"]
+    )
+
+
+def installed_stores() -> list[Path]:
+    """The session stores of the agents installed on this machine (``ingest --discover``):
+    Claude Code's ``projects/`` (in ``$CLAUDE_CONFIG_DIR``, default ``~/.claude``), Codex's
+    ``sessions/`` and ``archived_sessions/`` (in ``$CODEX_HOME``, default ``~/.codex``;
+    ``/archive`` moves a session there), opencode's ``opencode.db`` (1.2+), else the databases
+    of another release channel (``opencode-<channel>.db``), else its ``storage/`` folder, never
+    a database and the storage beside it (1.2 migrated the tree into the database and left it
+    in place, so reading both would store every older session twice)."""
+    return [store for layout in layouts() for store in layout.stores()]
+
+
+def where_stores_are() -> str:
+    """Where ``installed_stores`` looks, for a message."""
+    return "; ".join(
+        f"{layout.agent}: {', '.join(layout.sessions)} in {layout.home_dir()}" for layout in layouts()
     )
 
 
