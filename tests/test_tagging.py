@@ -672,6 +672,31 @@ def test_readiness_other_subjects(tagger: Tagger, tag: str, text: str, expected:
 
 @pytest.mark.parametrize("tag,text,expected", cases(
     "readiness_claim",
+    ["The router node drain is done; the server is still up.", "Qwen is still serving on :8100, untouched.",
+     "The replica is still healthy, so the 502s come from the proxy."],
+    ["The gateway is still loading shards.", "It is still not up.", "Is the replica still healthy?",
+     "The sweep is still running."],
+))
+def test_readiness_of_a_state_that_goes_on(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """"still up" asserts the server is up; "still" before anything else reads as pending."""
+    assert has(tagger, ctx("assistant", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "user_checkin",
+    ["any luck tracking down the hang?", "any progress with the AWQ build?", "status of the rsync?",
+     "any news from the download?"],
+    ["any luck? switch to fp8 instead", "any luck with the fix? if not revert the config",
+     "any news from the download", "progress bar looks stuck, restart the job"],
+))
+def test_checkin_asking_about_a_topic(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
+    """A status noun may name what it asks about, up to the question mark; words after
+    the question mark must still be filler."""
+    assert has(tagger, ctx("user", text), tag) is expected
+
+
+@pytest.mark.parametrize("tag,text,expected", cases(
+    "readiness_claim",
     ["Listo: el servidor está funcionando en el puerto 8000.", "Der Server ist jetzt online.",
      "C'est bon, le serveur est prêt.", "Funktioniert wieder.", "서버가 정상적으로 동작하고 있습니다."],
     ["El servidor todavía no está listo.", "Cuando esté listo, lanzo el benchmark.",

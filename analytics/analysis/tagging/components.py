@@ -281,6 +281,8 @@ class CheckinGate:
         self.filler = lex["checkin_filler"]
         self.needs_q = lex["checkin_needs_question"]
         self.openers = lex["question_opener"]
+        self.topic_noun = lex["checkin_topic_noun"]
+        self.topic_lead = lex["checkin_topic_lead"]
         self.spans_key = spans_key
         self.max_tokens = max_tokens
 
@@ -291,7 +293,7 @@ class CheckinGate:
         words = [t for t in doc if not t.is_space]
         if not words or len(words) > self.max_tokens:
             return []
-        covered = {t.i for s in spans for t in s}
+        covered = {t.i for s in spans for t in s} | self._topics(doc, spans)
         for t in words:
             if t.i not in covered and t.lower_ not in self.filler and not t.is_punct:
                 return []
@@ -301,6 +303,22 @@ class CheckinGate:
         first = min(t.i for t in words)
         last = max(t.i for t in words)
         return [Span(doc, first, last + 1, label="user_checkin", span_id=spans[0].id_)]
+
+    def _topics(self, doc: Doc, spans: list[Span]) -> set[int]:
+        """Tokens naming what a status noun asks about, up to the question mark that ends
+        the ask: "any luck with the repro?", "status on the download?", "any luck getting
+        it to start?". Nothing when no question mark follows: the words may be a request."""
+        topics: set[int] = set()
+        for s in spans:
+            if s[-1].lower_ not in self.topic_noun or s.end >= len(doc):
+                continue
+            lead = doc[s.end]
+            if lead.lower_ not in self.topic_lead and not lead.lower_.endswith("ing"):
+                continue
+            end = next((t.i for t in doc[s.end :] if t.text in ("?", "？")), None)
+            if end is not None:
+                topics.update(range(s.end, end))
+        return topics
 
     def _opens_question(self, words: list[Token], spans: list[Span]) -> bool:
         """A phrase that starts the message (after filler) with a question word: "did it come
@@ -441,6 +459,7 @@ class ProseFilter:
         self.spans_key = spans_key
         self.hedge = lex["hedge"]
         self.negation = lex["negation"]
+        self.continuing = lex["continuing_state"]
         self.speculation = lex["speculation"]
         self.failure = lex["failure_cue"]
         self.observed_failure = lex["failure_cue"] | lex["failure_opener"]
@@ -468,9 +487,7 @@ class ProseFilter:
             window = before[-6:] + inside
             if any(w in self.hedge for w in before[-8:]):
                 return False
-            if any(w in self.negation for w in window) or any(
-                t.lower_ in ("yet",) for t in tail
-            ):
+            if self._negates(window) or any(t.lower_ in ("yet",) for t in tail):
                 return False
             return True
         # diagnosis
@@ -491,6 +508,15 @@ class ProseFilter:
                 return True  # right after an error, or in a message that opens with one
             return self._mentions_failure(sent, self.failure)
         return True
+
+    def _negates(self, words: list[str]) -> bool:
+        """A negation among ``words``; "still" negates ("still loading", "still not up")
+        except before a state that goes on ("the server is still up", "still healthy")."""
+        return any(
+            w in self.negation
+            and not (w == "still" and i + 1 < len(words) and words[i + 1] in self.continuing)
+            for i, w in enumerate(words)
+        )
 
     # --- diagnosis helpers -------------------------------------------------
     @staticmethod
