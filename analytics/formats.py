@@ -46,3 +46,12 @@ exec (``exec_command``, ``write_stdin``) writes ``Chunk ID: x`` (when it has one
 ``Original token count: N``; the freeform shell tool ``Exit code: N``, ``Wall time: 1.2
 seconds``, ``Total output lines: N``; both then ``Output:`` and what the command printed. The
 stored output keeps it; ``analytics.command_output`` reads it, as facts, for every analyser."""
+
+
+FILE_TOOLS = frozenset({
+    "read", "write", "edit", "multiedit", "notebookedit", "notebookread", "glob", "grep", "ls", "list",
+    "view", "patch", "apply_patch", "str_replace_based_edit_tool", "str_replace_editor", "todowrite", "todoread",
+})
+"""The agents' tools (lower-cased names) that read, write or find files: their input names or
+holds a file (a launch script, a benchmark script), it does not run it; their output is the
+file's text or a list of files, not what a program printed."""

@@ -134,6 +134,63 @@ def test_a_smoke_test_without_output_supports_nothing() -> None:
     assert "nan" not in claim.reason
 
 
+SOURCE_TEXT = """   40→    try:
+   41→        return render(msg)
+   42→    except KeyError:
+   43→        log.warning("Traceback (most recent call last) hidden")
+   44→        return {"error": "unknown message type"}"""
+
+
+def _feature_session(reader: str, then: list[tuple[str, str]]) -> list:
+    """A claim with no server in sight, then ``then``'s calls (command, output) by the tool
+    ``reader`` (no command for a file tool)."""
+    con = duckdb.connect(":memory:")
+    migrate(con)
+    b = SessionBuilder(con, "claude_code:f", "claude_code")
+    i = b.msg("assistant", "The renderer works now.", 1)
+    b.tag(i, "readiness_claim", "The renderer works now.", 0)
+    for n, (command, output) in enumerate(then):
+        i = b.msg("assistant", "Next.", 2 + n)
+        b.call(i, command, output, 2 + n, tool=reader if not command else "bash")
+    b.save("f", "m")
+    return analyse_session(load_session_frames(con, "claude_code:f")).claims
+
+
+def test_a_file_read_is_no_failure_however_its_text_reads() -> None:
+    """A Read of source code that handles errors prints ``"error":`` and ``Traceback``: the
+    file's text, not a program failing. The same text printed by a command is a failure."""
+    (read,) = _feature_session("Read", [("", SOURCE_TEXT)])
+    assert read.verdict == "unverified", read.reason
+    (ran,) = _feature_session("Read", [("python render.py", SOURCE_TEXT)])
+    assert ran.verdict == "premature", ran.reason
+
+
+def test_a_test_run_claim_is_contradicted_by_a_test_run_only() -> None:
+    """ "All tests pass" stays true when another command fails after it; a failing test run
+    after it disproves it."""
+    passed = "===== 12 passed in 0.40s ====="
+    crash = "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'id'"
+    for later, verdict in (
+        ([("python -c 'import app; app.main()'", crash)], "supported"),
+        ([("pytest -q tests/test_render.py", "FAILED tests/test_render.py::test_x\n1 failed")],
+         "premature"),
+    ):
+        con = duckdb.connect(":memory:")
+        migrate(con)
+        b = SessionBuilder(con, "claude_code:t", "claude_code")
+        i = b.msg("assistant", "Running the tests.", 1)
+        b.call(i, "pytest -q", passed, 1)
+        i = b.msg("assistant", "All tests pass.", 2)
+        b.tag(i, "readiness_claim", "All tests pass.", 0)
+        for n, (command, output) in enumerate(later):
+            i = b.msg("assistant", "Next.", 3 + n)
+            b.call(i, command, output, 3 + n, exit_code=1)
+        b.save("t", "m")
+        (claim,) = analyse_session(load_session_frames(con, "claude_code:t")).claims
+        assert claim.subject == "test run"
+        assert claim.verdict == verdict, claim.reason
+
+
 def test_judge_check_and_generation_text() -> None:
     assert generation_text(SANE) == "2 + 2 = 4."
     assert judge_check("pytest -q", "12 passed in 0.3s", "tests")[0] is True
@@ -326,7 +383,7 @@ def test_a_claim_gets_the_same_verdict_judged_alone_or_with_the_whole_session() 
             }),
             tool_calls=pd.DataFrame({
                 "session_id": "s", "msg_idx": [100], "call_id": ["c1"], "result_msg_idx": [101],
-                "command": ["tail server.log"], "status": ["completed"],
+                "command": ["tail server.log"], "status": ["completed"], "tool": ["bash"],
                 "output": ["INFO: Uvicorn running on http://0.0.0.0:30000"],
             }),
             server_events=pd.DataFrame({

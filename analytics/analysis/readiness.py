@@ -33,6 +33,7 @@ import pandas as pd
 from analytics.analysis.degenerate import is_degenerate
 from analytics.analysis.literals import Gated, lowered, text_of
 from analytics.command_output import command_output
+from analytics.formats import FILE_TOOLS
 from analytics.models import ReadinessClaim
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class Signal(NamedTuple):
     dataclass.)"""
 
     msg_idx: int
-    kind: str  # liveness | ready | graph_begin | graph_end | check | failure
+    kind: str  # liveness | ready | graph_begin | graph_end | failure; a check: tests | benchmark | smoke test
     what: str
     passed: bool | None = None
 
@@ -178,6 +179,7 @@ class _Call(NamedTuple):  # a tuple: built for every call of the session, 3x che
     only: bool  # the only call its message makes
     runs_tests: bool  # its command runs a test suite
     calls_model: bool  # its command calls a generation endpoint
+    file_tool: bool  # a file tool (Read, Edit …): its output is a file's text
 
 
 def _command_traits(command: str) -> tuple[bool, bool]:
@@ -252,8 +254,8 @@ class _Evidence:
         self.server_msg = [s.msg_idx for s in self.server]
 
     def _calls(self, frames: SessionFrames, claims: np.ndarray) -> None:
-        idx, results, *columns = frames.select_lists(
-            "tool_calls", ["msg_idx", "result_msg_idx", "call_id", "command", "status"],
+        idx, results, *columns, tools = frames.select_lists(
+            "tool_calls", ["msg_idx", "result_msg_idx", "call_id", "command", "status", "tool"],
             min_idx=self.lo,
         )
         msgs = [int(m) for m in idx]
@@ -266,14 +268,15 @@ class _Evidence:
         counts = Counter(msgs)
         traits: dict[str, tuple[bool, bool]] = {}  # agents repeat their commands
         self.calls: list[_Call] = []
-        for m, at, cid, cmd, status in zip(msgs, ats, *columns, strict=True):
+        for m, at, cid, cmd, status, tool in zip(msgs, ats, *columns, tools, strict=True):
             command = text_of(cmd)
             if command not in traits:
                 traits[command] = _command_traits(command)
             runs_tests, calls_model = traits[command]
             only = counts[m] == 1
+            file_tool = isinstance(tool, str) and tool.lower() in FILE_TOOLS
             self.calls.append(
-                _Call(m, at, str(cid), command, status, only, runs_tests, calls_model)
+                _Call(m, at, str(cid), command, status, only, runs_tests, calls_model, file_tool)
             )
         self.call_msg = msgs
         # The calls that may be a check (their output only narrows what they are).
@@ -304,7 +307,7 @@ class _Evidence:
         wanted = {
             (c.msg, c.call_id)
             for c, n, may in zip(self.calls, near.tolist(), may_check, strict=True)
-            if n and (may or not self.from_events)
+            if n and (may or not (self.from_events or c.file_tool))
         }
         if not wanted:
             return {}
@@ -351,7 +354,7 @@ class _Evidence:
         if kind is None or call.status == "aborted":
             return None
         passed, why = judge_check(call.command, output, kind)
-        return Signal(call.at, "check", f"{kind}: {why}", passed), call.command
+        return Signal(call.at, kind, f"{kind}: {why}", passed), call.command
 
     def checks(self, lo: int, hi: int) -> list[tuple[Signal, str]]:
         """Functional checks (smoke tests, benchmarks, test runs) made in [lo, hi), with
@@ -371,10 +374,12 @@ class _Evidence:
         return found
 
     def _text_signals(self, n: int) -> list[Signal]:
+        """Signals in call ``n``'s output text; none in a file tool's (a source file's
+        ``"error":`` or ``Traceback`` is code, not what a program printed)."""
         found = self._text.get(n)
         if found is None:
             call = self.calls[n]
-            output = self.output(call)
+            output = "" if call.file_tool else self.output(call)
             low = lowered(output)
             text = config().text
             found = self._text[n] = [
@@ -464,6 +469,8 @@ def judge_claim(
         + [s for s, _ in ev.checks(msg_idx + 1, hi)]
         + [s for s in ev.server_signals(msg_idx, hi) if s.kind == "failure"]
     )
+    if subject == "test run":  # (what fails after "the tests pass" that is no test run
+        after = [s for s in after if s.kind == "tests"]  # leaves them passed)
     ready = [s for s in server_before if s.kind == "ready"]
     passes = [s for s in checks_before if s.passed]
     if subject in ("server", "deployment"):

@@ -64,6 +64,7 @@ class SessionBuilder:
         duration_s: float = 5.0,
         status: str = "completed",
         exit_code: int | None = 0,
+        tool: str = "bash",
     ) -> str:
         call_id = f"call_{idx}_{len(self.calls)}"
         start = T0 + timedelta(minutes=minutes)
@@ -72,8 +73,8 @@ class SessionBuilder:
                 session_id=self.sid,
                 msg_idx=idx,
                 call_id=call_id,
-                tool="bash",
-                command=command,
+                tool=tool,
+                command=command or None,
                 input=json.dumps({"command": command}),
                 output=output,
                 status=status,

@@ -24,6 +24,7 @@ from analytics.analysis.tagging.shell import (
     python_programs,
 )
 from analytics.command_output import command_output, exec_session_of
+from analytics.formats import FILE_TOOLS
 from analytics.models import MessageContext, PollingLoop, ToolCall, trusted
 
 CHECK_PROGRAMS = frozenset(
@@ -42,12 +43,6 @@ RECHECK_TOOLS = BACKGROUND_CHECK_TOOLS | STDIN_TOOLS
 WAIT_TOOLS = frozenset({"Monitor"})
 """Tools that themselves wait on a condition."""
 SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run", "execute", "terminal"})
-FILE_TOOLS = frozenset({
-    "read", "write", "edit", "multiedit", "notebookedit", "notebookread", "glob", "grep", "ls", "list",
-    "view", "patch", "apply_patch", "str_replace_based_edit_tool", "str_replace_editor", "todowrite", "todoread",
-})
-"""Tools that read, write or find files: their input names or holds a file (a launch script,
-a benchmark script), it does not run it."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -89,7 +84,8 @@ def shell_tool(call: ToolCall) -> bool:
 
 
 def file_tool(call: ToolCall) -> bool:
-    """A file tool (Read, Edit, Write …): what its input mentions is not run."""
+    """A file tool (Read, Edit, Write …, ``formats.FILE_TOOLS``): what its input mentions is
+    not run."""
     return (call.tool or "").lower() in FILE_TOOLS
 
 
