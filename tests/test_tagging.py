@@ -687,11 +687,12 @@ def test_readiness_of_a_state_that_goes_on(tagger: Tagger, tag: str, text: str, 
     ["any luck tracking down the hang?", "any progress with the AWQ build?", "status of the rsync?",
      "any news from the download?"],
     ["any luck? switch to fp8 instead", "any luck with the fix? if not revert the config",
-     "any news from the download", "progress bar looks stuck, restart the job"],
+     "any luck with the download, then switch to the int4 weights",
+     "progress bar looks stuck, restart the job"],
 ))
 def test_checkin_asking_about_a_topic(tagger: Tagger, tag: str, text: str, expected: bool) -> None:
-    """A status noun may name what it asks about, up to the question mark; words after
-    the question mark must still be filler."""
+    """A status noun may name what it asks about in a few words ("with …", a verb in -ing);
+    words after the question mark, or a longer tail, are another request."""
     assert has(tagger, ctx("user", text), tag) is expected
 
 

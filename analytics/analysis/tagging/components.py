@@ -270,6 +270,10 @@ def make_tag_patterns(nlp: Language, name: str, paths: list[str], spans_key: str
     return PatternTagger(nlp, name, paths, spans_key)
 
 
+ABOUT_WORDS = 4
+"""How many words a check-in may name its subject with ("any news on the 405b download")."""
+
+
 class CheckinGate:
     """A check-in is a short status ask and nothing else: every token outside
     the matched phrases must be filler, and most phrases need a question mark, unless
@@ -281,8 +285,8 @@ class CheckinGate:
         self.filler = lex["checkin_filler"]
         self.needs_q = lex["checkin_needs_question"]
         self.openers = lex["question_opener"]
-        self.topic_noun = lex["checkin_topic_noun"]
-        self.topic_lead = lex["checkin_topic_lead"]
+        self.about = lex["checkin_about"]
+        self.status_noun = lex["checkin_status_noun"]
         self.spans_key = spans_key
         self.max_tokens = max_tokens
 
@@ -293,10 +297,10 @@ class CheckinGate:
         words = [t for t in doc if not t.is_space]
         if not words or len(words) > self.max_tokens:
             return []
-        covered = {t.i for s in spans for t in s} | self._topics(doc, spans)
-        for t in words:
-            if t.i not in covered and t.lower_ not in self.filler and not t.is_punct:
-                return []
+        covered = {t.i for s in spans for t in s}
+        extra = [t for t in words if t.i not in covered and t.lower_ not in self.filler and not t.is_punct]
+        if extra and not self._about_what(words, spans, extra):
+            return []
         has_q = any(t.text in ("?", "？") for t in words)
         if not has_q and all(s.id_ in self.needs_q for s in spans) and not self._opens_question(words, spans):
             return []
@@ -304,21 +308,23 @@ class CheckinGate:
         last = max(t.i for t in words)
         return [Span(doc, first, last + 1, label="user_checkin", span_id=spans[0].id_)]
 
-    def _topics(self, doc: Doc, spans: list[Span]) -> set[int]:
-        """Tokens naming what a status noun asks about, up to the question mark that ends
-        the ask: "any luck with the repro?", "status on the download?", "any luck getting
-        it to start?". Nothing when no question mark follows: the words may be a request."""
-        topics: set[int] = set()
-        for s in spans:
-            if s[-1].lower_ not in self.topic_noun or s.end >= len(doc):
-                continue
-            lead = doc[s.end]
-            if lead.lower_ not in self.topic_lead and not lead.lower_.endswith("ing"):
-                continue
-            end = next((t.i for t in doc[s.end :] if t.text in ("?", "？")), None)
-            if end is not None:
-                topics.update(range(s.end, end))
-        return topics
+    def _about_what(self, words: list[Token], spans: list[Span], extra: list[Token]) -> bool:
+        """The words that are not filler (``extra``) only name what the ask is about, in a short
+        phrase after it ("any news on the download", "where are we with the int4 export?"): a
+        word of ``checkin_about`` after the phrases matched before them, at most ``ABOUT_WORDS`` words
+        after it, no question mark between (what follows one is another sentence)."""
+        end = max((s.end for s in spans if s.start < extra[0].i), default=len(words[0].doc))
+        about = next((t for t in words if t.i >= end and self._introduces_subject(t)), None)
+        if about is None or about.i > extra[0].i or extra[-1].i - about.i > ABOUT_WORDS:
+            return False
+        return not any(t.text in ("?", "？") for t in words if about.i < t.i < extra[-1].i)
+
+    def _introduces_subject(self, t: Token) -> bool:
+        """A word of ``checkin_about`` ("any news on …"), or a verb in -ing right after a
+        status noun ("any luck reproducing it?")."""
+        if t.lower_ in self.about:
+            return True
+        return t.i > 0 and t.lower_.endswith("ing") and t.nbor(-1).lower_ in self.status_noun
 
     def _opens_question(self, words: list[Token], spans: list[Span]) -> bool:
         """A phrase that starts the message (after filler) with a question word: "did it come
@@ -463,6 +469,7 @@ class ProseFilter:
         self.speculation = lex["speculation"]
         self.failure = lex["failure_cue"]
         self.observed_failure = lex["failure_cue"] | lex["failure_opener"]
+        self.since_anchor = lex["since_anchor"]
 
     def _sentence(self, span: Span) -> Span:
         try:
@@ -498,6 +505,8 @@ class ProseFilter:
         ) or self._asks_what(before):
             return False
         if span.id_ in COMPLEMENT_RULES and not self._states_something(span, sent, regions):
+            return False
+        if self._dates_from(span, sent):
             return False
         if span.id_.endswith(":weak"):
             if self._gives_reason_for_action(span, sent) or self._reports_symptom(span, regions):
@@ -537,6 +546,21 @@ class ProseFilter:
         if not any(t.lower_ in FAILURE_NAMES for t in span):
             return True  # "the culprit is `fused_moe_kernel`" names the cause in code
         return any(t.is_alpha and not any(a <= t.idx < b for a, b in regions) for t in rest)
+
+    def _dates_from(self, span: Span, sent: Span) -> bool:
+        """ "since the restart", "since the last deploy": a point in time (an event of
+        ``since_anchor``, maybe after "last"/"first", ending its phrase), not a cause as in
+        "since the restart wiped the cache"."""
+        since = [t.i for t in span if t.lower_ == "since"]
+        if not since:
+            return False
+        k = since[0] + 1
+        for skippable in (("the", "this", "that", "our", "its"), ("last", "first", "previous", "latest", "recent")):
+            if k < sent.end and span.doc[k].lower_ in skippable:
+                k += 1
+        if k >= sent.end or span.doc[k].lower_ not in self.since_anchor:
+            return False
+        return k + 1 >= sent.end or span.doc[k + 1].is_punct or span.doc[k + 1].lower_ in ("and", "but", "so")
 
     @staticmethod
     def _gives_reason_for_action(span: Span, sent: Span) -> bool:

@@ -33,6 +33,16 @@ CHECK_PROGRAMS = frozenset(
     "python python3 http".split()
 )
 """Programs that look at the state of something (a log, a port, a process, a GPU)."""
+ACTING_SUBCOMMANDS = {
+    "systemctl": frozenset("start restart stop enable disable reload reload-or-restart try-restart kill "
+                           "daemon-reload reset-failed mask unmask isolate".split()),
+    "docker": frozenset("run start restart stop rm kill pull build create compose exec".split()),
+    "kubectl": frozenset("apply create delete scale rollout run patch replace set".split()),
+}
+"""Subcommands with which a check program acts instead of looking (``systemctl restart``,
+``docker start``, ``kubectl apply``): run after a sleep, they are a paced step, not a check."""
+ACTING_SUBCOMMANDS["podman"] = ACTING_SUBCOMMANDS["docker"]
+LEAVE_WORDS = frozenset({"break", "exit", "return"})
 BACKGROUND_CHECK_TOOLS = frozenset({"BashOutput", "TaskOutput"})
 """Claude Code tools that read a background job's output once."""
 STDIN_TOOLS = frozenset({"write_stdin"})
@@ -123,8 +133,48 @@ def _sleep_of(cmds: list[SimpleCommand]) -> float | None:
     return None
 
 
+def is_check(cmd: SimpleCommand) -> bool:
+    """``cmd`` looks at the state of something: a check program not run with a subcommand
+    that acts (``systemctl is-active`` looks, ``systemctl restart`` acts), or ``kill -0 PID``
+    (signal 0 only tests that the process exists)."""
+    core = core_words(cmd.words)
+    if cmd.name == "kill":
+        return core[1:2] == ["-0"]
+    if cmd.name not in CHECK_PROGRAMS:
+        return False
+    acts = ACTING_SUBCOMMANDS.get(cmd.name)
+    if acts is None:
+        return True
+    sub = next((w for w in core[1:] if not w.startswith("-")), "")
+    return sub not in acts
+
+
 def _checks(cmds: list[SimpleCommand]) -> tuple[str, ...]:
-    return tuple(c.name for c in cmds if c.name in CHECK_PROGRAMS)
+    return tuple(c.name for c in cmds if is_check(c))
+
+
+def _header_checks(header: str) -> tuple[str, ...]:
+    """The check a ``while``/``until`` condition runs first (``until curl …``, ``while kill -0 …``)."""
+    words = [w for w in header.split() if w != "!"]
+    if words[:2] == ["kill", "-0"]:
+        return ("kill",)
+    return tuple(w for w in words[:1] if w in CHECK_PROGRAMS)
+
+
+def _sweeps(body: list[SimpleCommand]) -> bool:
+    """A loop body that never leaves on what it saw and whose only checks filter the output
+    of a command piped into them (``… bench … | grep TTFT; sleep 20``): it runs something for
+    each value and pauses, it does not wait on a condition."""
+    if any(core_words(c.words)[:1] and core_words(c.words)[0] in LEAVE_WORDS for c in body):
+        return False
+    looks = [c for k, c in enumerate(body) if is_check(c) and not _filters(body[k - 1] if k else None)]
+    return not looks
+
+
+def _filters(prev: SimpleCommand | None) -> bool:
+    """A command after ``prev`` reads what ``prev`` printed, and ``prev`` is no check of its own
+    (nor ``echo``/``printf`` of a value a check captured)."""
+    return prev is not None and prev.next_op == "|" and not is_check(prev) and prev.name not in ("echo", "printf")
 
 
 def _outer_timeout(script: ShellScript) -> float | None:
@@ -185,8 +235,8 @@ def loop_shape(command: str) -> LoopShape | None:
         interval = _sleep_of(body)
         checks = _checks(body)
         if loop.kind in ("while", "until") and not checks:
-            checks = tuple(w for w in loop.header.split()[:1] if w in CHECK_PROGRAMS)
-        if interval is not None and checks:
+            checks = _header_checks(loop.header)
+        if interval is not None and checks and not (loop.kind == "for" and _sweeps(body)):
             return LoopShape(
                 "loop", interval, _iterations(loop.kind, loop.header, command), timeout_s, checks,
                 on_condition=_waits_on_condition(loop.kind, loop.header),
@@ -211,7 +261,7 @@ def loop_shape(command: str) -> LoopShape | None:
     for a, b in zip(top, top[1:], strict=False):
         core = core_words(a.words)
         if core and core[0] == "sleep" and a.next_op in ("&&", ";", "\n") and len(core) > 1:
-            if b.name in CHECK_PROGRAMS or (b.name in ("ssh", "docker", "kubectl") and _checks(top)):
+            if is_check(b) or (b.name in ("ssh", "docker", "kubectl") and _checks(top)):
                 return LoopShape("sleep_check", seconds(core[1]), 1, timeout_s, (b.name,))
     return None
 
