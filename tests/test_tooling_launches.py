@@ -138,6 +138,25 @@ def test_heredoc_script_resolved_when_run_later_over_ssh() -> None:
     assert spec.env == {"NCCL_P2P_LEVEL": "NVL"}
 
 
+@pytest.mark.parametrize("write", [
+    # the local here-document is the remote cat's standard input
+    "ssh gpu7 \"cat > /opt/serve.sh\" <<'EOF'\n{body}EOF",
+    "ssh gpu7 'tee /opt/serve.sh >/dev/null' <<'EOF'\n{body}EOF",
+    "cat <<'EOF' | ssh gpu7 'cat - > /opt/serve.sh'\n{body}EOF",
+])
+def test_script_written_through_ssh_standard_input_is_resolved_later(write: str) -> None:
+    """``ssh host "cat > f" <<EOF`` writes the remote file from the local here-document;
+    running it later over ssh is the launch inside."""
+    body = "#!/bin/bash\nvllm serve /m/llama --port 8000 --max-num-seqs 64\n"
+    scripts = ScriptMemory()
+    assert parse_launches(write.format(body=body), scripts) == []
+    spec = one("ssh gpu7 'setsid nohup bash /opt/serve.sh > /dev/null 2>&1 &'", scripts)
+    assert spec.engine == "vllm" and spec.host == "gpu7" and spec.flags["--max-num-seqs"] == 64
+    other = ScriptMemory()
+    parse_launches("ssh gpu7 'cat /etc/hosts > /opt/serve.sh' <<'EOF'\n" + body + "EOF", other)
+    assert parse_launches("ssh gpu7 'bash /opt/serve.sh'", other) == []  # cat read a file
+
+
 def test_config_yaml_written_earlier_gives_flags_and_model() -> None:
     scripts = ScriptMemory()
     write = (
@@ -255,3 +274,24 @@ def test_diff_launches_per_engine() -> None:
 )
 def test_suggest_flag(engine: str, flag: str, expected: str | None) -> None:
     assert suggest_flag(engine, flag) == expected
+
+
+def test_servers_side_by_side_are_diffed_apart() -> None:
+    """The prefill and decode servers of a PD deployment are two servers: each relaunch is
+    compared with the last launch of the same engine, host and port (default port included)."""
+    def launch(n: int, args: str, host: str | None = "gpu7") -> Launch:
+        (spec,) = parse_launches("python -m sglang.launch_server --model-path m " + args)
+        return spec.to_launch("s", n, f"c{n}").model_copy(update={"host": host})
+
+    rows = diff_launches([
+        launch(0, "--port 30000 --disaggregation-mode prefill --mem-fraction-static 0.8"),
+        launch(1, "--port 30001 --disaggregation-mode decode --mem-fraction-static 0.7"),
+        launch(2, "--port 30001 --disaggregation-mode decode --mem-fraction-static 0.6"),
+        launch(3, "--mem-fraction-static 0.8", host=None),
+        launch(4, "--port 30000 --mem-fraction-static 0.9", host=None),
+    ])
+    assert [r.changed_flags for r in rows] == [
+        None, None, {"--mem-fraction-static": [0.7, 0.6]}, None,
+        {"--mem-fraction-static": [0.8, 0.9], "--port": [None, 30000]},
+    ]
+

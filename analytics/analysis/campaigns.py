@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from analytics.analysis.literals import Gated, lowered, text_of
+from analytics.analysis.tooling.launches import server_of
 from analytics.command_output import command_output
 from analytics.models import PROSE_SOURCES, Campaign, Lever
 
@@ -390,6 +391,7 @@ class Event:
     metric: str | None = field(default=None, compare=False)
     label: str | None = field(default=None, compare=False)  # comparable conditions only
     launch: int | None = field(default=None, compare=False)  # the launch measured, if known
+    server: str = field(default="", compare=False)  # a launch's server (``server_of``)
 
 
 def _text_events(messages: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
@@ -441,9 +443,12 @@ def _launch_events(launches: pd.DataFrame) -> list[Event]:
         changed = row.changed_flags if isinstance(row.changed_flags, dict) else {}
         changed = {f: c for f, c in changed.items() if f not in _HOW_STARTED}
         flags = row.flags if isinstance(row.flags, dict) else {}
+        host = getattr(row, "host", None)  # (a frame built without it: one host)
+        host = host if isinstance(host, str) else None
         events.append(
             Event(
-                int(row.msg_idx), 1, "launch", changed=changed, flags=flags, detail=str(row.engine)
+                int(row.msg_idx), 1, "launch", changed=changed, flags=flags,
+                detail=str(row.engine), server=server_of(str(row.engine), host, flags),
             )
         )
     return events
@@ -631,9 +636,11 @@ class _LeverWalk:
         self.drafts: list[_Draft] = []
         self.current: _Draft | None = None
         self.concluded: set[str] = set()
-        self.seen_values: dict[str, list[Any]] = {}  # every value each flag had, in order
-        self.first_set: dict[str, int] = {}  # the launch (0, 1, …) that first set each flag
-        self.launches = 0
+        # Per server (``Event.server``) and flag: every value it had, in order, and the
+        # launch of that server (0, 1, …) that first set it.
+        self.seen_values: dict[tuple[str, str], list[Any]] = {}
+        self.first_set: dict[tuple[str, str], int] = {}
+        self.launches: Counter[str] = Counter()  # launches of each server so far
         self.baseline: dict[tuple[str, str | None], float] | None = None
         self.measured = False  # the metric was measured: a configuration to compare with
 
@@ -671,10 +678,13 @@ class _LeverWalk:
         return self.has_launches and spec is not None and bool(spec.flags)
 
     def launch(self, ev: Event) -> None:
-        reverts = self._reverts(ev)
+        back = self._reverted(ev)
+        reverts = f" (reverts {', '.join(back)}, an earlier setting)" if back else ""
         cur = self.current
         if cur and (cur.after is not None or cur.na_msg is not None):
             cur.frozen = True  # later numbers belong to whatever comes next
+        if cur and cur.after is not None and ev.changed and len(back) == len(ev.changed):
+            return  # every change sets back an earlier setting: the lever is undone, no new one
         changes = _describe_changes(ev.changed)
         note = f"launch at {self.ref(ev.msg_idx)}: {changes}" + reverts
         specs = _levers_for_flags(ev.changed, self.vocab)
@@ -740,25 +750,27 @@ class _LeverWalk:
                 draft.notes.insert(0, f"{spec.name} ({spec.role})")
                 draft.start = ev.msg_idx
 
-    def _reverts(self, ev: Event) -> str:
-        """Flags set back to a value they had earlier in the session (a revert), unset
-        included: a flag a later launch added, removed again."""
+    def _reverted(self, ev: Event) -> list[str]:
+        """Flags of the launched server set back to a value they had earlier in the session
+        (a revert), unset included: a flag a later launch added, removed again; each as
+        ``flag back to value``. A value changed to is never the one in force, so any earlier
+        one is a revert."""
         back = []
         for flag, change in sorted(ev.changed.items()):
             value = _new_value(change)
-            history = self.seen_values.get(flag, [])
-            if value is not None and value in history[:-1]:
+            history = self.seen_values.get((ev.server, flag), [])
+            if value is not None and value in history:
                 back.append(f"{flag} back to {_fmt(value)}")
-            elif value is None and self.first_set.get(flag, 0) > 0:
+            elif value is None and self.first_set.get((ev.server, flag), 0) > 0:
                 back.append(f"{flag} back to unset")
         for flag, value in ev.flags.items():
             if value is not None:
-                self.first_set.setdefault(flag, self.launches)
-            history = self.seen_values.setdefault(flag, [])
+                self.first_set.setdefault((ev.server, flag), self.launches[ev.server])
+            history = self.seen_values.setdefault((ev.server, flag), [])
             if not history or history[-1] != value:
                 history.append(value)
-        self.launches += 1
-        return f" (reverts {', '.join(back)}, an earlier setting)" if back else ""
+        self.launches[ev.server] += 1
+        return back
 
     def _gives_up(self, cur: _Draft, ev: Event) -> bool:
         """After a failure: does this launch drop the lever's setting, each of its flags

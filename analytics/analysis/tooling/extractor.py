@@ -23,7 +23,13 @@ from analytics.models import (
 )
 
 from .benchmarks import benchmark_numbers
-from .launches import ScriptMemory, flag_changes, parse_launches, remember_written_file
+from .launches import (
+    ScriptMemory,
+    flag_changes,
+    parse_launches,
+    remember_written_file,
+    server_key,
+)
 from .logs import ContextEngine, scan_log
 from .nvidia_smi import gpu_numbers
 
@@ -51,7 +57,7 @@ def sniff_engine(text: str) -> str | None:
     return None
 
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 """Bump when the shape of ``ToolingExtractor.state()`` changes."""
 
 
@@ -64,12 +70,13 @@ class ToolingExtractor:
 
     For incremental ingests, persist ``state()`` after the last message and continue with
     ``ToolingExtractor.from_state(saved)``: scripts written earlier still resolve and
-    ``changed_flags`` still compares against the previous launch.
+    ``changed_flags`` still compares against the previous launch of the same server.
     """
 
     def __init__(self) -> None:
         self.scripts = ScriptMemory()
-        self.last_by_engine: dict[str, Launch] = {}
+        self.last_by_server: dict[str, Launch] = {}
+        """The last launch of each server (``server_key``)."""
         self.current: Launch | None = None
         self._counted_lines: set[str] = set()
 
@@ -78,9 +85,9 @@ class ToolingExtractor:
         return {
             "version": STATE_VERSION,
             "scripts": self.scripts.state(),
-            "last_by_engine": {
-                engine: launch.model_dump(mode="json")
-                for engine, launch in self.last_by_engine.items()
+            "last_by_server": {
+                server: launch.model_dump(mode="json")
+                for server, launch in self.last_by_server.items()
             },
             "current": self.current.model_dump(mode="json") if self.current else None,
             "counted_lines": sorted(self._counted_lines),
@@ -98,9 +105,9 @@ class ToolingExtractor:
         extractor = cls()
         try:
             extractor.scripts = ScriptMemory.from_state(state.get("scripts") or [])
-            extractor.last_by_engine = {
-                engine: Launch.model_validate(data)
-                for engine, data in (state.get("last_by_engine") or {}).items()
+            extractor.last_by_server = {
+                server: Launch.model_validate(data)
+                for server, data in (state.get("last_by_server") or {}).items()
             }
             current = state.get("current")
             launch = Launch.model_validate(current) if current is not None else None
@@ -108,8 +115,8 @@ class ToolingExtractor:
         except (ValueError, TypeError, AttributeError) as exc:  # ValidationError is a ValueError
             raise ToolingStateError(f"tooling extractor state is malformed: {exc}") from exc
         if launch is not None:
-            # keep the identity the live extractor had: current is the last launch of its engine
-            same = extractor.last_by_engine.get(launch.engine)
+            # keep the identity the live extractor had: current is the last launch of its server
+            same = extractor.last_by_server.get(server_key(launch))
             extractor.current = same if same == launch else launch
         return extractor
 
@@ -131,9 +138,10 @@ class ToolingExtractor:
         out: list[Launch] = []
         for spec in parse_launches(call.command, self.scripts):
             launch = spec.to_launch(ctx.message.session_id, ctx.message.msg_idx, call.call_id)
-            before = self.last_by_engine.get(launch.engine)
+            server = server_key(launch)
+            before = self.last_by_server.get(server)
             launch.changed_flags = None if before is None else flag_changes(before, launch)
-            self.last_by_engine[launch.engine] = launch
+            self.last_by_server[server] = launch
             if launch.engine != "other":  # `systemctl restart nginx` is not the server in force
                 self.current = launch
             out.append(launch)

@@ -36,6 +36,7 @@ from .flags import (
     available_tables,
     guess_value,
     is_switch,
+    load_table,
     resolve_flag,
     suggest_flag,
     takes_list,
@@ -205,12 +206,31 @@ def remember_written_file(scripts: ScriptMemory, tool: str | None, tool_input: s
         scripts.remember(path, body)
 
 
+def server_key(launch: Launch) -> str:
+    """The server a launch (re)starts (``server_of``)."""
+    return server_of(launch.engine, launch.host, launch.flags)
+
+
+def server_of(engine: str, host: str | None, flags: dict[str, Any]) -> str:
+    """The server a launch (re)starts: its engine, host and port (the engine's default port
+    when the launch names none; a systemd unit's name). Two servers of one engine running side
+    by side, such as the prefill and decode servers of a PD deployment, are two servers, not
+    one relaunched with other flags."""
+    port = flags.get("--port") or flags.get("systemd:unit")
+    if port is None:
+        table = load_table(engine) if engine in ("sglang", "vllm") else None
+        spec = table.flags.get("--port") if table is not None else None
+        port = spec.default if spec is not None else None
+    return f"{engine}@{host or ''}:{port if port is not None else ''}"
+
+
 def diff_launches(launches: list[Launch]) -> list[Launch]:
     """Fill ``changed_flags`` ({flag: [before, after]}) against the previous launch of the same
-    engine in the same session; the first launch of an engine gets None. Returns the list."""
+    server (``server_key``) in the same session; a server's first launch gets None. Returns
+    the list."""
     previous: dict[tuple[str, str], Launch] = {}
     for launch in launches:
-        key = (launch.session_id, launch.engine)
+        key = (launch.session_id, server_key(launch))
         before = previous.get(key)
         launch.changed_flags = None if before is None else flag_changes(before, launch)
         previous[key] = launch
@@ -285,13 +305,17 @@ class _Walker:
         commands = split_commands(text)
         for n, cmd in enumerate(commands):
             prev = commands[n - 1] if n else None
-            self._remember_files(cmd, prev, host)
             fed = _stdin_text(cmd, prev)
-            self._command(cmd, host, local_env, variables, depth, stdin if fed is None else fed)
+            reads = stdin if fed is None else fed
+            self._remember_files(cmd, prev, host, reads)
+            self._command(cmd, host, local_env, variables, depth, reads)
 
     def _remember_files(
-        self, cmd: SimpleCommand, prev: SimpleCommand | None, host: str | None
+        self, cmd: SimpleCommand, prev: SimpleCommand | None, host: str | None, stdin: str | None
     ) -> None:
+        """Files ``cmd`` writes: ``cat``/``tee`` of a here-document or of the text on their
+        standard input (``stdin``: ``ssh host "cat > run.sh" <<'EOF'`` writes the remote
+        file), ``echo``/``printf`` redirected."""
         if not cmd.words:
             return
         head = posixpath.basename(cmd.words[0])
@@ -301,6 +325,10 @@ class _Walker:
             body = cmd.heredocs[0]
         elif head == "tee" and prev is not None and prev.heredocs and not prev.text_targets:
             body = prev.heredocs[0]
+        elif stdin is not None and (
+            head == "tee" or (head == "cat" and all(w.startswith("-") for w in cmd.words[1:]))
+        ):
+            body = stdin
         elif head in ("echo", "printf") and targets:
             body = " ".join(cmd.words[1:])
             if head == "printf":
