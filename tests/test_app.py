@@ -3,6 +3,7 @@ explorer's query functions on a small realistic database."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -286,6 +287,62 @@ def test_polling_page_figures(use_db: Path) -> None:
     assert row["interrupted_status"] == "aborted" and bool(row["was_polling"])
 
 
+def _swamp(db: Path, session: str, n: int = 1200) -> None:
+    """``n`` more messages in ``session``, each a check-in, an unverified claim and a
+    polling loop: a long session's rows, sorted before the other sessions' ones."""
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "INSERT INTO messages (session_id, msg_idx, source_id, role, ts, text, n_chars,"
+            " is_sidechain, is_compaction_summary) SELECT ?, 1000 + i, 'x' || i, 'user',"
+            " TIMESTAMP '2025-05-01 12:00:00' + INTERVAL (i) SECOND, 'status?', 7, false, false"
+            " FROM range(?) t(i)",
+            [session, n],
+        )
+        con.execute(
+            "INSERT INTO tags SELECT session_id, msg_idx, 'user_checkin', 1.0, 'rules',"
+            " 'status?', 0, 7, 'rules-0.1' FROM messages WHERE session_id = ? AND msg_idx >= 1000",
+            [session],
+        )
+        con.execute(
+            "INSERT INTO readiness_claims SELECT session_id, msg_idx, 'up', 'server',"
+            " 'unverified', 'no check', '[]', NULL FROM messages"
+            " WHERE session_id = ? AND msg_idx >= 1000",
+            [session],
+        )
+        con.execute(
+            "INSERT INTO polling_loops SELECT session_id, msg_idx, 'p' || msg_idx, 5, 1, 5,"
+            " 'x', NULL, NULL, 'unknown', 500 FROM messages"
+            " WHERE session_id = ? AND msg_idx >= 1000",
+            [session],
+        )
+
+
+def test_readiness_page_shows_one_sessions_claims(own_db: Path) -> None:
+    """A long session's 1,200 claims fill the capped table: another session's claims are
+    reached by picking that session, and the verdict counts are that session's."""
+    _swamp(own_db, "claude_code:0000-long")  # sorts before every fixture session
+    at = open_page("readiness")
+    assert metrics(at)["unverified"] == "1200"
+    assert S_CC not in set(frame(at, "claim_text")["session_id"])  # cut off
+    at.selectbox(key="readiness-session").set_value(S_CC).run()
+    assert set(frame(at, "claim_text")["session_id"]) == {S_CC}
+    m = metrics(at)
+    assert (m["premature"], m["supported"], m["unverified"]) == ("0", "1", "0")
+
+
+def test_polling_page_shows_one_sessions_rows(own_db: Path) -> None:
+    _swamp(own_db, "claude_code:0000-long")
+    at = open_page("polling")
+    assert metrics(at)["Check-ins"] == "1202"
+    assert S_OC not in set(frame(at, "checkin_text")["session_id"])  # cut off
+    at.selectbox(key="polling-session").set_value(S_OC).run()
+    m = metrics(at)
+    assert (m["Polling loops"], m["Aborts"], m["Check-ins"]) == ("1", "1", "1")
+    assert set(frame(at, "checkin_text")["session_id"]) == {S_OC}
+    assert set(frame(at, "max_iterations")["session_id"]) == {S_OC}
+    assert set(frame(at, "interrupted_status")["session_id"]) == {S_OC}
+
+
 # --- Search, SQL ----------------------------------------------------------------
 
 
@@ -299,12 +356,29 @@ def test_search_ranks_hits_and_links(use_db: Path) -> None:
 
 
 def test_sql_console_says_a_result_was_cut_and_how_to_see_the_rest(use_db: Path) -> None:
+    """The console fetches up to 10,000 rows; the table shows the first 1,000 of them (10k
+    rows of tool output froze the page for 8 s), the CSV download holds all it fetched."""
     at = open_page("sql")
     at.text_area(key="sql-text").input("SELECT * FROM range(20000)").run()
     at.button(key="sql-run").click().run()
-    assert len(frame(at, "range")) == 10_000
+    assert len(frame(at, "range")) == 1_000
     note = next(c.value for c in at.caption if "10,000" in c.value and "read-only" not in c.value)
     assert note.startswith("First 10,000 rows") and "LIMIT" in note and "OFFSET" in note
+    assert "first 1,000" in note and "Download CSV" in note
+    assert at.session_state["sql-result"].shape[0] == 10_000  # what the download writes
+
+
+def test_sql_console_shows_a_small_result_whole(use_db: Path) -> None:
+    at = open_page("sql")
+    at.text_area(key="sql-text").input("SELECT * FROM range(1500)").run()
+    at.button(key="sql-run").click().run()
+    assert len(frame(at, "range")) == 1_000
+    note = next(c.value for c in at.caption if "1,500" in c.value)
+    assert note.startswith("1,500 rows") and "first 1,000" in note
+    at.text_area(key="sql-text").input("SELECT * FROM range(20)").run()
+    at.button(key="sql-run").click().run()
+    assert len(frame(at, "range")) == 20
+    assert any(c.value == "20 rows" for c in at.caption)
 
 
 def test_sql_console_runs_and_refuses(use_db: Path) -> None:
@@ -500,6 +574,26 @@ def test_session_page_opened_from_the_menu_warns_nothing(use_db: Path) -> None:
     assert heads(at)
 
 
+def test_date_filter_says_which_sessions_it_cannot_place(own_db: Path) -> None:
+    """A session without timestamps (a plain-text transcript) has no start: a date range,
+    even one around every session, leaves it out, and the page says so."""
+    import datetime
+
+    with duckdb.connect(str(own_db)) as con:
+        con.execute("UPDATE messages SET ts = NULL WHERE session_id = ?", [S_CX])
+        con.execute("UPDATE sessions SET started_at = NULL, ended_at = NULL WHERE session_id = ?",
+                    [S_CX])
+    at = open_page("sessions")
+    wide = (datetime.date(2020, 1, 1), datetime.date(2030, 1, 1))  # (the widget keeps ±10 years)
+    at.date_input(key="sessions-dates").set_value(wide).run()
+    assert metrics(at)["Sessions"] == "2"
+    note = next(c.value for c in at.caption if "of 3 sessions" in c.value)
+    assert "1 session has no start time" in note and "date filter" in note
+    at.multiselect(key="sessions-format").select("opencode").run()  # not among the rest
+    note = next(c.value for c in at.caption if "of 3 sessions" in c.value)
+    assert "start time" not in note
+
+
 def test_session_without_timestamps_shows_no_nat(own_db: Path) -> None:
     with duckdb.connect(str(own_db)) as con:
         con.execute("UPDATE messages SET ts = NULL WHERE session_id = ?", [S_CX])
@@ -611,4 +705,62 @@ def test_a_tool_call_without_a_command_shows_its_input_not_nan(
     at = open_page("session", session="claude_code:37f83ec9-f2ea-42a9-925e-0d5c105cb6e8")
     shown = [c.value.strip() for c in at.code]
     assert shown and "nan" not in shown
-    assert any('"file_path"' in value for value in shown)  # a Read call's input
+    assert any(value.startswith("file_path: /") for value in shown)  # a Read call's input
+
+
+def _add_call(db: Path, call_id: str, tool: str, command: str | None, input_: str, out: str) -> None:
+    """A tool call on the Codex session's first message of the fixture."""
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "INSERT INTO tool_calls (session_id, msg_idx, call_id, tool, command, input, output,"
+            " status) VALUES (?, 0, ?, ?, ?, ?, ?, 'completed')",
+            [S_CX, call_id, tool, command, input_, out],
+        )
+
+
+def test_an_edit_call_shows_its_strings_as_written_not_as_json(own_db: Path) -> None:
+    """An Edit's input is JSON whose strings hold escaped newlines and quotes: shown raw it
+    is one unreadable line. Each field is a line of its own, a text of several lines
+    below its name as written."""
+    edit = {"file_path": "/src/app.py", "old_string": 'def f():\n    return "a"',
+            "new_string": 'def f():\n    return "b"', "replace_all": False}
+    _add_call(own_db, "e1", "Edit", None, json.dumps(edit), "ok")
+    at = open_page("session", session=S_CX)
+    shown = next(c for c in at.code if "/src/app.py" in c.value)
+    assert shown.value.splitlines() == [
+        "file_path: /src/app.py",
+        "old_string:",
+        "  def f():",
+        '      return "a"',
+        "new_string:",
+        "  def f():",
+        '      return "b"',
+        "replace_all: false",
+    ]
+    assert shown.language != "bash"
+
+
+def test_terminal_colour_codes_are_not_shown(own_db: Path) -> None:
+    """Claude Code's hook messages and terminal output carry ANSI colour codes (ESC[1m …
+    ESC[22m), drawn as a box and "[1m": the page shows the text without them."""
+    with duckdb.connect(str(own_db)) as con:
+        con.execute(
+            "UPDATE messages SET text = ? WHERE session_id = ? AND msg_idx = 0",
+            ["\x1b[1mPostToolUse:Edit\x1b[22m [ruff format] completed", S_CX],
+        )
+    _add_call(own_db, "a1", "Bash", "pytest", "{}", "\x1b[32m3 passed\x1b[0m in 0.1s")
+    at = open_page("session", session=S_CX)
+    assert "PostToolUse:Edit [ruff format] completed" in texts(at)
+    assert "3 passed in 0.1s" in [c.value for c in at.code]
+    assert not any("\x1b" in t for t in texts(at) + [c.value for c in at.code])
+
+
+def test_a_long_tool_output_can_be_shown_whole(own_db: Path) -> None:
+    """An output beyond the page's preview is cut with a way to see the rest."""
+    body = "".join(f"line {i:06d}\n" for i in range(3000))  # 36,000 characters
+    _add_call(own_db, "o1", "Bash", "cat big.log", json.dumps({"command": "cat big.log"}), body)
+    at = open_page("session", session=S_CX)
+    outputs = [c.value for c in at.code if c.value.startswith("line 000000")]
+    assert len(outputs) == 1 and len(outputs[0]) < len(body) and "line 002999" not in outputs[0]
+    at.toggle(key=f"session-full-{S_CX}-0-o1").set_value(True).run()
+    assert body.rstrip("\n") in [c.value.rstrip("\n") for c in at.code]

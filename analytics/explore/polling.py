@@ -8,8 +8,9 @@ import pandas as pd
 from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE
 
 
-def polling_loops(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Every polling loop with its command, interval, iterations and waited time."""
+def polling_loops(con: duckdb.DuckDBPyConnection, session_id: str | None = None) -> pd.DataFrame:
+    """Every polling loop (of one session if given) with its command, interval,
+    iterations and waited time."""
     return con.execute(
         """
         SELECT p.session_id, p.msg_idx, p.outcome, p.interval_s, p.max_iterations,
@@ -18,8 +19,10 @@ def polling_loops(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                p.max_wait_s, p.waited_s, p.target, c.command
         FROM polling_loops p
         LEFT JOIN tool_calls c ON c.session_id = p.session_id AND c.call_id = p.call_id
+        WHERE $sid IS NULL OR p.session_id = $sid
         ORDER BY p.waited_s DESC NULLS LAST, p.session_id, p.msg_idx
-        """
+        """,
+        {"sid": session_id},
     ).df()
 
 
@@ -33,8 +36,8 @@ def polling_by_outcome(loops: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
-def aborts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Each user interruption (one row however many marker records it wrote; ``records``
+def aborts(con: duckdb.DuckDBPyConnection, session_id: str | None = None) -> pd.DataFrame:
+    """Each user interruption (of one session if given; one row however many marker records it wrote; ``records``
     says how many, ``abort_text`` joins their texts) with the tool call it interrupted:
     the latest call at or before its last record (an aborted one preferred), and whether
     that was a polling loop."""
@@ -72,14 +75,16 @@ def aborts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
              AND cand.rn = 1
         LEFT JOIN texts t ON t.session_id = a.session_id AND t.msg_idx = a.msg_idx
         LEFT JOIN messages m ON m.session_id = a.session_id AND m.msg_idx = a.msg_idx
+        WHERE $sid IS NULL OR a.session_id = $sid
         ORDER BY a.session_id, a.msg_idx
-        """
+        """,
+        {"sid": session_id},
     ).df()
 
 
-def checkin_latency(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Each user check-in with how long the user had waited since the previous
-    message and how long the assistant took to answer it."""
+def checkin_latency(con: duckdb.DuckDBPyConnection, session_id: str | None = None) -> pd.DataFrame:
+    """Each user check-in (of one session if given) with how long the user had waited
+    since the previous message and how long the assistant took to answer it."""
     return con.execute(
         """
         WITH seq AS (
@@ -88,9 +93,11 @@ def checkin_latency(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                    lag(role) OVER w AS prev_role,
                    min(ts) FILTER (WHERE role = 'assistant') OVER (w ROWS BETWEEN 1 FOLLOWING
                        AND UNBOUNDED FOLLOWING) AS reply_ts
-            FROM messages WINDOW w AS (PARTITION BY session_id ORDER BY msg_idx)
+            FROM messages WHERE $sid IS NULL OR session_id = $sid
+            WINDOW w AS (PARTITION BY session_id ORDER BY msg_idx)
         ), c AS (
-            SELECT DISTINCT session_id, msg_idx FROM tags WHERE tag = 'user_checkin'
+            SELECT DISTINCT session_id, msg_idx FROM tags
+            WHERE tag = 'user_checkin' AND ($sid IS NULL OR session_id = $sid)
         )
         SELECT s.session_id, s.msg_idx, s.ts, m.text AS checkin_text, s.prev_role,
                date_diff('millisecond', s.prev_ts, s.ts) / 1000.0 AS silence_before_s,
@@ -98,5 +105,6 @@ def checkin_latency(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         FROM c JOIN seq s USING (session_id, msg_idx)
         JOIN messages m USING (session_id, msg_idx)
         ORDER BY s.session_id, s.msg_idx
-        """
+        """,
+        {"sid": session_id},
     ).df()

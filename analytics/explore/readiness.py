@@ -10,8 +10,11 @@ import pandas as pd
 VERDICTS = ("premature", "unverified", "supported")
 
 
-def claims(con: duckdb.DuckDBPyConnection, verdicts: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Readiness claims (optionally only some verdicts), with the claim message's time."""
+def claims(
+    con: duckdb.DuckDBPyConnection, verdicts: tuple[str, ...] = (), session_id: str | None = None
+) -> pd.DataFrame:
+    """Readiness claims (optionally only some verdicts, of one session), with the claim
+    message's time."""
     return con.execute(
         """
         SELECT r.session_id, r.msg_idx, m.ts, r.verdict, r.subject, r.claim_text, r.reason,
@@ -19,10 +22,11 @@ def claims(con: duckdb.DuckDBPyConnection, verdicts: tuple[str, ...] = ()) -> pd
                r.contradicted_by_msg_idx
         FROM readiness_claims r
         LEFT JOIN messages m USING (session_id, msg_idx)
-        WHERE len($verdicts) = 0 OR list_contains($verdicts, r.verdict)
+        WHERE (len($verdicts) = 0 OR list_contains($verdicts, r.verdict))
+          AND ($sid IS NULL OR r.session_id = $sid)
         ORDER BY r.session_id, r.msg_idx
         """,
-        {"verdicts": list(verdicts)},
+        {"verdicts": list(verdicts), "sid": session_id},
     ).df()
 
 

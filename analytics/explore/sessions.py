@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 import duckdb
@@ -97,6 +97,15 @@ def filter_sessions(df: pd.DataFrame, f: SessionFilter) -> pd.DataFrame:
         hay = df["session_id"].fillna("") + " " + df["title"].fillna("")
         keep &= hay.str.lower().str.contains(needle, regex=False)
     return df[keep]
+
+
+def undated_left_out(df: pd.DataFrame, f: SessionFilter) -> int:
+    """How many sessions a set date bound leaves out only for having no start time (no
+    timestamps in their transcript), matching every other criterion."""
+    if f.start is None and f.end is None:
+        return 0
+    others = filter_sessions(df, replace(f, start=None, end=None))
+    return int(others["started_at"].isna().sum())
 
 
 def headline(df: pd.DataFrame) -> dict[str, float]:

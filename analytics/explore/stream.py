@@ -6,6 +6,7 @@ Sessions can hold 100k messages, so every query reads one window, found by
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import duckdb
@@ -171,3 +172,32 @@ def messages_by_idx(
         " WHERE session_id = ? AND list_contains(?, msg_idx) ORDER BY msg_idx",
         [session_id, list(idxs)],
     ).df()
+
+
+def _field_lines(key: str, value: object) -> list[str]:
+    """``key: value``, a text of several lines below its key (indented, as written)."""
+    if isinstance(value, str) and "\n" in value:
+        return [f"{key}:", *(f"  {line}" for line in value.splitlines())]
+    if isinstance(value, str):
+        return [f"{key}: {value}"]
+    if isinstance(value, dict | list) and value:
+        nested = json.dumps(value, ensure_ascii=False, indent=2).splitlines()
+        return [f"{key}:", *(f"  {line}" for line in nested)]
+    return [f"{key}: {json.dumps(value, ensure_ascii=False)}"]
+
+
+def call_input_text(command: object, tool_input: object) -> tuple[str, str | None]:
+    """What a tool call was given, readable, and the language to highlight it as: its shell
+    command (bash); else its JSON input one field a line, a text of several lines (an
+    Edit's strings, a Write's content) below the field's name as written rather than
+    escaped into one line of JSON; else the input as stored."""
+    if isinstance(command, str) and command:
+        return command, "bash"
+    text = tool_input if isinstance(tool_input, str) else ""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text, None
+    if not isinstance(value, dict) or not value:
+        return text, None
+    return "\n".join(line for k, v in value.items() for line in _field_lines(str(k), v)), None

@@ -27,6 +27,8 @@ CACHE_TTL_S = 300
 CACHE_MAX_ENTRIES = 256
 TEXT_PREVIEW_CHARS = 4000
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:=\"'&])")
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
+"""A terminal's control sequences: CSI (colours, ``ESC[1m``) and OSC (titles, links)."""
 
 
 def md_escape(text: object) -> str:
@@ -197,9 +199,17 @@ def tool_label(tool: object, status: object, exit_code: object, duration_s: obje
     return " · ".join(parts)
 
 
+def without_ansi(text: str) -> str:
+    """``text`` without terminal colour and control sequences, which a browser draws as a
+    box and "[1m" (hook messages, test runners' and linters' output)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
 def show_text(text: object, key: str | None = None) -> None:
-    """Transcript text, inert: plain preformatted text, long bodies folded."""
+    """Transcript text, inert: plain preformatted text without terminal colour codes,
+    long bodies folded."""
     body = "" if text is None or (isinstance(text, float) and pd.isna(text)) else str(text)
+    body = without_ansi(body)
     if len(body) <= TEXT_PREVIEW_CHARS:
         st.text(body or "(empty)")
         return
@@ -265,6 +275,29 @@ def capped(df: pd.DataFrame, what: str = "rows") -> pd.DataFrame:
     return df.head(TABLE_ROW_CAP)
 
 
+def sql_result_note(rows: int, truncated: bool, shown: int) -> str:
+    """The caption over a console result: how many rows came back, whether the query
+    returns more, and how many of them the table shows (the CSV download has them all)."""
+    cut = f"the table shows the first {shown:,}, Download CSV has all {rows:,}"
+    if not truncated:
+        return f"{rows:,} rows; {cut}." if shown < rows else f"{rows:,} rows"
+    note = (
+        f"First {rows:,} rows: the query returns more. Narrow it with WHERE, "
+        "or page with LIMIT … OFFSET …, or aggregate."
+    )
+    return f"{note} Here {cut}." if shown < rows else note
+
+
+def csv_when_clicked(df: pd.DataFrame) -> Callable[[], str]:
+    """``df`` as CSV for ``st.download_button``, written when the button is clicked rather
+    than at every run of the page (10k rows of tool output: half a second)."""
+
+    def write() -> str:
+        return df.to_csv(index=False)
+
+    return write
+
+
 def linked_table(df: pd.DataFrame, what: str, key: str, columns: list[str]) -> None:
     """A capped table whose first column, "open", links each row to its session message."""
     st.dataframe(
@@ -286,3 +319,11 @@ def session_labels(empty_message: str | None = None) -> dict[str, str]:
         st.info(empty_message)
         st.stop()
     return dict(zip(ids["session_id"], ids["label"], strict=True))
+
+
+def session_scope(key: str) -> str | None:
+    """A "Session" picker over every session, "All sessions" first; the session picked, or
+    None for all (a long session's rows fill a capped table: pick another to see its own)."""
+    labels: dict[str, str] = {"": "All sessions"} | session_labels()
+    picked = st.selectbox("Session", list(labels), format_func=lambda s: labels.get(s, s), key=key)
+    return picked or None

@@ -7,9 +7,10 @@ from analytics.explore.polling import aborts, checkin_latency, polling_by_outcom
 
 st.title("Polling & aborts")
 
-loops = ui.query(polling_loops)
-stops = ui.query(aborts)
-checkins = ui.query(checkin_latency)
+scope = ui.session_scope("polling-session")
+loops = ui.query(polling_loops, scope)
+stops = ui.query(aborts, scope)
+checkins = ui.query(checkin_latency, scope)
 
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Polling loops", len(loops))

@@ -9,14 +9,15 @@ from analytics.explore.stream import messages_by_idx
 
 st.title("Readiness claims")
 
-everything = ui.query(claims)
+scope = ui.session_scope("readiness-session")
+everything = ui.query(claims, (), scope)
 for col, (verdict, n) in zip(
     st.columns(len(VERDICTS)), verdict_counts(everything).items(), strict=True
 ):
     col.metric(verdict, n)
 
 picked = st.multiselect("Verdict", list(VERDICTS), key="readiness-verdicts")
-shown = ui.capped(ui.query(claims, tuple(picked)), "claims")
+shown = ui.capped(ui.query(claims, tuple(picked), scope), "claims")
 if shown.empty:
     st.info("No readiness claims match.")
     st.stop()

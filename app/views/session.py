@@ -5,6 +5,7 @@ import streamlit as st
 from analytics.analysis.literals import text_of
 from analytics.explore import ui
 from analytics.explore.stream import (
+    call_input_text,
     count_matching,
     message_window,
     previous_start,
@@ -105,11 +106,14 @@ for m in window.itertuples():
         ui.show_text(m.text)
         for c in calls[calls["msg_idx"] == m.msg_idx].itertuples():
             with st.expander(ui.tool_label(c.tool, c.status, c.exit_code, c.duration_s)):
-                # (a NULL reads as NaN, a true value: "nan" would stand for a Read call's input)
-                st.code(text_of(c.command) or text_of(c.input), language="bash", wrap_lines=True)
-                out = text_of(c.output)
+                given, language = call_input_text(c.command, c.input)
+                st.code(given, language=language, wrap_lines=True)
+                out = ui.without_ansi(text_of(c.output))
+                whole = len(out) > OUTPUT_CHARS and st.toggle(
+                    f"Show all {len(out):,} characters ({len(out) - OUTPUT_CHARS:,} more)",
+                    key=f"session-full-{sid}-{c.msg_idx}-{c.call_id}",
+                )
+                cut = len(out) > OUTPUT_CHARS and not whole
                 st.code(
-                    out[:OUTPUT_CHARS] + (" …" if len(out) > OUTPUT_CHARS else ""),
-                    language=None,
-                    wrap_lines=True,
+                    out[:OUTPUT_CHARS] + " …" if cut else out, language=None, wrap_lines=True
                 )

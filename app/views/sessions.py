@@ -4,7 +4,13 @@ import streamlit as st
 
 from analytics.explore import ui
 from analytics.explore.links import with_session_links
-from analytics.explore.sessions import SessionFilter, filter_sessions, headline, sessions_overview
+from analytics.explore.sessions import (
+    SessionFilter,
+    filter_sessions,
+    headline,
+    sessions_overview,
+    undated_left_out,
+)
 
 st.title("Sessions")
 
@@ -24,9 +30,9 @@ with st.sidebar:
     dates = st.date_input("Started between", value=[], key="sessions-dates")
 
 start, end = ui.date_bounds(dates)
-shown = filter_sessions(
-    df, SessionFilter(tuple(formats), tuple(agents), tuple(models), start, end, text)
-)
+wanted = SessionFilter(tuple(formats), tuple(agents), tuple(models), start, end, text)
+shown = filter_sessions(df, wanted)
+undated = undated_left_out(df, wanted)
 
 for col, (label, value) in zip(st.columns(6), headline(shown).items(), strict=True):
     col.metric(label, f"{value:,.1f}" if label.endswith("(h)") else f"{int(value):,}")
@@ -60,7 +66,13 @@ st.dataframe(
     },
     key="sessions-table",
 )
+left_out = (
+    f" {undated:,} session{' has' if undated == 1 else 's have'} no start time (no timestamps "
+    "in the transcript) and the date filter leaves them out."
+    if undated
+    else ""
+)
 st.caption(
-    f"{len(shown):,} of {len(df):,} sessions. Click a column header to sort; "
+    f"{len(shown):,} of {len(df):,} sessions.{left_out} Click a column header to sort; "
     "“open ↗” shows the session's messages."
 )

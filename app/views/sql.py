@@ -32,17 +32,12 @@ with left:
         st.session_state["sql-result"] = ui.run_sql(sql)
     result = st.session_state.get("sql-result")
     if result is not None:
-        if result.attrs.get("truncated"):
-            st.caption(
-                f"First {len(result):,} rows: the query returns more. Narrow it with WHERE, "
-                "or page with LIMIT … OFFSET …, or aggregate."
-            )
-        else:
-            st.caption(f"{len(result):,} rows")
-        st.dataframe(result, hide_index=True, key="sql-table")
+        shown = result.head(ui.TABLE_ROW_CAP)  # 10k rows of tool output froze the browser
+        st.caption(ui.sql_result_note(len(result), bool(result.attrs.get("truncated")), len(shown)))
+        st.dataframe(shown, hide_index=True, key="sql-table")
         st.download_button(
             "Download CSV",
-            result.to_csv(index=False),
+            ui.csv_when_clicked(result),
             "query.csv",
             mime="text/csv",
             key="sql-download",
