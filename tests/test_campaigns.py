@@ -527,6 +527,21 @@ def _with_oom(s: _Sweep, at: int) -> SessionFrames:
     )
 
 
+def test_a_launch_that_only_restores_earlier_settings_is_no_lever() -> None:
+    """Expert parallelism made things worse; the next launch sets every flag it changed
+    back: that undoes the lever, it is no new one ("parallel layout" 8→2)."""
+    s, bench = _throughput_sweep("We need 3000 tok/s output throughput at 64 concurrent requests.")
+    bench(s.launch(**_SWEEP_FLAGS), 1850.0)
+    bench(s.launch(ep_size=8, tp_size=8), 1200.0)
+    bench(s.launch(ep_size=None, tp_size=2), 1849.0)
+    bench(s.launch(chunked_prefill_size=4096), 2400.0)
+    _, levers = find_campaigns(s.frames())
+    assert [(lv.value_before, lv.value_after, lv.outcome) for lv in levers] == [
+        (1850.0, 1200.0, "worse"), (1850.0, 2400.0, "improved"),
+    ]
+    assert "ep-size" not in levers[1].name and "tp-size" not in levers[1].name
+
+
 def test_a_launch_without_the_failed_lever_is_the_next_lever() -> None:
     """Speculative decoding crashed the server; the next launch drops it and adds another
     flag: the crash is the technique's, the next number is the new flag's."""
