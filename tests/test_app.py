@@ -614,6 +614,17 @@ def test_campaign_without_baseline_shows_dashes(own_db: Path) -> None:
     assert "nan" not in (m["Baseline"] + m["Best"]).lower(), m
 
 
+def test_campaign_figures_carry_their_unit(own_db: Path) -> None:
+    with duckdb.connect(str(own_db)) as con:
+        con.execute(
+            "INSERT INTO campaigns VALUES ('with-unit', ?, 'p50 TTFT under 200 ms', "
+            "'ttft_p50', 200, 'ms', 412, 230, 0, 0, 'not_met')",
+            [S_CC],
+        )
+    m = metrics(open_page("campaign", campaign="with-unit"))
+    assert (m["Target"], m["Baseline"], m["Best"]) == ("200 ms", "412 ms", "230 ms"), m
+
+
 @pytest.mark.parametrize(("query", "source_id"), [("63%", "12475"), ("+6%", "12473")])
 def test_indexed_search_finds_numbers_and_symbols(
     own_db: Path, query: str, source_id: str

@@ -179,10 +179,13 @@ def is_missing(value: object) -> bool:
     return value is None or bool(pd.isna(value)) if not isinstance(value, list | tuple) else False
 
 
-def number(value: object) -> str | None:
-    """A figure for ``st.metric``: compact digits, or None (drawn as a dash) when
-    unknown, so a campaign without a measured baseline never reads "nan"."""
-    return None if is_missing(value) else f"{float(value):g}"  # type: ignore[arg-type]
+def number(value: object, unit: object = None) -> str | None:
+    """A figure for ``st.metric``: compact digits and ``unit`` if given, or None (drawn as
+    a dash) when unknown, so a campaign without a measured baseline never reads "nan"."""
+    if is_missing(value):
+        return None
+    figure = f"{float(value):g}"  # type: ignore[arg-type]
+    return md_escape(f"{figure} {unit}") if isinstance(unit, str) and unit else figure
 
 
 def _present(value: object) -> bool:
