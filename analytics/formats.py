@@ -33,6 +33,10 @@ CODEX_MESSAGE_COPIES = ("event_msg/user_message", "event_msg/agent_message")
 word (newer builds write each prompt and reply twice); stored as ``system`` rows by the parser,
 and no search document of their own when the message they repeat is beside them."""
 
+CLAUDE_BACKGROUND_STARTED = r"^Command running in background with ID: (?P<job>\S+)"
+"""What Claude Code's ``Bash`` returns for a command run with ``run_in_background`` (FORMATS.md):
+the id ``BashOutput``/``KillShell`` name the job by (``bash_id``, ``shell_id``)."""
+
 CODEX_EXEC_HEADER = (
     r"(?:Chunk ID: [^\n]*\n)?(?:Exit code: (?P<exit_code>-?\d+)\n)?"
     r"Wall time: (?P<wall_time>\d+(?:\.\d+)?)?[^\n]*\n"

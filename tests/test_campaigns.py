@@ -644,3 +644,48 @@ def test_a_plan_naming_vllms_batched_tokens_budget_is_a_list_not_a_start() -> No
     bench(kv, 2012.0)
     _, (lever,) = find_campaigns(s.frames())
     assert (lever.name, lever.start_msg_idx, lever.outcome) == ("quantization", kv, "improved")
+
+
+def test_retuning_a_measured_technique_is_a_sweep_step_each() -> None:
+    """EAGLE3 is switched on and measured; the next launches change only its parameters
+    (more steps, a wider draft tree): each is a lever of its own, compared with the kept
+    configuration, not swallowed by the technique's lever."""
+    s, bench = _throughput_sweep("Target 220 tok/s output throughput at 64 concurrent requests.")
+    bench(s.launch(**_SWEEP_FLAGS), 142.0)
+    bench(s.launch(speculative_algorithm="EAGLE3", speculative_num_steps=3,
+                   speculative_num_draft_tokens=4), 198.0)
+    bench(s.launch(speculative_num_steps=5, speculative_num_draft_tokens=6), 215.0)
+    bench(s.launch(speculative_eagle_topk=4, speculative_num_draft_tokens=16), 187.0)
+    _, levers = find_campaigns(s.frames())
+    assert [(lv.name, lv.value_before, lv.value_after, lv.outcome) for lv in levers] == [
+        ("MTP speculative decoding", 142.0, 198.0, "improved"),
+        ("--speculative-num-draft-tokens 4→6, --speculative-num-steps 3→5", 198.0, 215.0,
+         "improved"),
+        ("--speculative-eagle-topk unset→4, --speculative-num-draft-tokens 6→16", 215.0, 187.0,
+         "worse"),
+    ]
+
+
+def test_an_error_before_an_announced_lever_is_launched_is_not_its_failure() -> None:
+    """The user asks for EAGLE3; before the baseline is even launched a package check
+    fails. The technique is not in force yet: the error is not its failure, and its
+    launch after the baseline is measured against it."""
+    s, bench = _throughput_sweep(
+        "Target 220 tok/s output throughput at 64 concurrent requests. Try EAGLE3 speculative "
+        "decoding."
+    )
+    error = s.msg("assistant")
+    bench(s.launch(**_SWEEP_FLAGS), 142.0)
+    bench(s.launch(speculative_algorithm="EAGLE3"), 198.0)
+    frames = s.frames()
+    frames = SessionFrames(
+        session=frames.session, messages=frames.messages, launches=frames.launches,
+        measurements=frames.measurements,
+        tags=pd.DataFrame([{"msg_idx": error, "tag": "error",
+                            "evidence": "ERROR: ResolutionImpossible"}]),
+    )
+    (campaign,), levers = find_campaigns(frames)
+    assert campaign.baseline_value == 142.0
+    assert [(lv.name, lv.value_before, lv.value_after, lv.outcome) for lv in levers] == [
+        ("MTP speculative decoding", 142.0, 198.0, "improved"),
+    ]

@@ -7,6 +7,7 @@ so what is checked is what a user of the tables sees."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -328,21 +329,43 @@ def test_a_poll_without_its_exec_command_names_the_session(tmp_path: Path) -> No
     assert (loop.target, loop.outcome, loop.waited_s) == ("exec session 55", "unknown", 8.0)
 
 
-def test_claude_code_rechecks_make_no_rows() -> None:
-    """BashOutput runs are tagged as before and give no polling_loops rows."""
+def test_claude_code_rechecks_of_a_background_job_are_one_loop() -> None:
+    """A server started in the background, then sleeps and BashOutput re-checks until its
+    log says it is up: one loop at the last re-check, on the command started, ready by
+    the milestone the re-checks printed, waited from the first sleep to the last re-check.
+    A single re-check is no loop."""
+    t0 = datetime(2026, 3, 10, 9, 0, 0)
+
+    def call(i: int, tool: str, start: float, end: float, **kw: str) -> ToolCall:
+        return ToolCall(session_id="s", msg_idx=i, call_id=f"c{i}", tool=tool, status="completed",
+                        started_at=t0 + timedelta(seconds=start),
+                        ended_at=t0 + timedelta(seconds=end), **kw)
+
+    serve = "vllm serve m --port 8100"
+    recheck = '{"bash_id": "7f3a21"}'
     calls = [
-        ToolCall(session_id="s", msg_idx=i, call_id=f"c{i}", tool="BashOutput",
-                 input='{"bash_id": "b1"}', output="<status>running</status>", status="completed")
-        for i in range(2)
+        call(0, "Bash", 0, 0.4, command=serve,
+             output="Command running in background with ID: 7f3a21"),
+        call(1, "Bash", 3, 33, command="sleep 30", output=""),
+        call(2, "BashOutput", 35, 35.5, input=recheck,
+             output="<status>running</status>\n\n<stdout>\nINFO Starting to load model m...\n</stdout>"),
+        call(3, "Bash", 38, 83, command="sleep 45", output=""),
+        call(4, "BashOutput", 85, 85.5, input=recheck,
+             output="<status>running</status>\n\n<stdout>\n(APIServer pid=1) INFO:     "
+                    "Application startup complete.\n</stdout>"),
+        call(5, "Bash", 88, 88.2, command="curl -s localhost:8100/health", output="200"),
+        call(6, "BashOutput", 90, 90.5, input=recheck, output="<status>running</status>"),
     ]
     batch = [
-        MessageContext(message=Message(session_id="s", msg_idx=i, source_id=f"m{i}", role="assistant",
-                                       text=""),
-                       calls=[call])
-        for i, call in enumerate(calls)
+        MessageContext(message=Message(session_id="s", msg_idx=c.msg_idx, source_id=f"m{c.msg_idx}",
+                                       role="assistant", text=""), calls=[c])
+        for c in calls
     ]
-    assert exec_session_loops(batch) == []
-    assert sorted(background_rechecks(batch)) == [0, 1]
+    (loop,) = exec_session_loops(batch)
+    assert (loop.msg_idx, loop.call_id, loop.target, loop.outcome, loop.waited_s) == (
+        4, "c4", serve, "ready", 82.5
+    )
+    assert sorted(background_rechecks(batch)) == [2, 4]
 
 
 def _contexts(tmp_path: Path, items: list[tuple[int, dict[str, object]]]) -> list[MessageContext]:

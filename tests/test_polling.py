@@ -510,3 +510,62 @@ def test_a_loop_on_its_condition_that_exits_0_saw_it_hold(
 ) -> None:
     loop = run(command, output="", exit_code=exit_code)
     assert loop is not None and loop.outcome == outcome
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "pkill -f sglang.launch_server; sleep 3; nohup python -m sglang.launch_server "
+        "--model-path m --port 30000 > /root/x.log 2>&1 &\necho started",
+        "ssh gpu1 'kill 5834; sleep 8; setsid nohup python3 -m sglang.launch_server "
+        "--model-path /m > /root/q.log 2>&1 < /dev/null &'",
+        "pkill -f sglang.launch_server; sleep 5; systemctl enable --now sglang.service "
+        "&& systemctl is-active sglang.service",
+        "sleep 2; python3 poll_queue.py &",
+    ],
+)
+def test_a_sleep_before_a_launch_or_a_background_job_is_no_poll(command: str) -> None:
+    """Waiting for the old server to exit and then starting one reads nothing: no poll."""
+    assert loop_shape(command) is None
+
+
+def test_a_sleep_then_a_check_is_still_a_poll() -> None:
+    shape = loop_shape("pkill -f sglang.launch_server; sleep 5; nvidia-smi --query-gpu=memory.used")
+    assert shape is not None and (shape.kind, shape.interval_s) == ("sleep_check", 5.0)
+
+
+def test_a_timed_out_loop_without_a_clock_waited_its_limit() -> None:
+    """A plain-text transcript has no times: a loop that timed out (exit code 124 echoed)
+    waited as long as its ``timeout``, not one interval per line it printed."""
+    loop = run(
+        "timeout 120 bash -c 'until grep -q \"fired up\" /root/s.log; do sleep 5; done'; "
+        'echo "exit code $?"',
+        "exit code 124",
+        exit_code=124,
+    )
+    assert loop is not None and (loop.outcome, loop.max_wait_s, loop.waited_s) == (
+        "timeout", 120.0, 120.0
+    )
+
+
+def test_a_duration_in_a_log_line_read_is_not_the_loops_elapsed_time() -> None:
+    """``sleep 30; tail -2 log`` printed a log line that says "Time elapsed: 32.11 s": the
+    poll waited its 30 s, not the graph capture's time."""
+    loop = run(
+        "sleep 30; tail -2 /root/s.log",
+        "[2026-04-02 14:10:48] Capture cuda graph end. Time elapsed: 32.11 s. mem usage=1.02 GB.\n"
+        "[2026-04-02 14:10:49] Capture draft cuda graph begin. avail mem=11.80 GB",
+    )
+    assert loop is not None and loop.waited_s == 30.0
+
+
+def test_a_loop_on_its_condition_that_reached_its_closing_echo_is_ready() -> None:
+    """No exit code (a plain-text transcript): the ``echo OK`` after ``until curl …; done``
+    only runs once the condition held."""
+    cmd = "ssh h100 \"until curl -sf localhost:30000/health_generate >/dev/null; do sleep 10; done; echo OK\""
+    loop = run(cmd, "OK")
+    assert loop is not None and loop.outcome == "ready"
+    aborted = run(cmd, "User aborted the command", status="aborted")
+    assert aborted is not None and aborted.outcome == "aborted"
+    nothing = run(cmd, "")
+    assert nothing is not None and nothing.outcome == "unknown"

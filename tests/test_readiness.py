@@ -224,6 +224,9 @@ def test_subjects() -> None:
     assert subject_of('Now it is ready: the chat completion answers correctly ("Jupiter").') == (
         "server"
     )
+    # smoke tests are requests to the server, not a test suite
+    assert subject_of("Yes, it's up. Both smoke tests passed: the server is ready.") == "server"
+    assert subject_of("The smoke test passes on port 8000.") == "server"
 
 
 def test_failure_events_are_ones_the_tooling_analyser_emits() -> None:
@@ -495,3 +498,29 @@ def test_a_claim_about_a_service_started_after_the_checks_is_unverified(tmp_path
             "SELECT c.verdict FROM readiness_claims c ORDER BY c.msg_idx"
         ).fetchall()
     assert verdicts == [("supported",), ("unverified",)]
+
+
+def test_a_check_its_cli_refused_says_nothing_about_the_server() -> None:
+    """A benchmark or smoke command that argparse refused ("usage: …" then "prog: error:
+    ambiguous option …", exit 2) never reached the server: neither passed nor failed, so it
+    cannot contradict a readiness claim."""
+    refused = (
+        "Exit code 2\nusage: vllm bench serve [-h] [--seed SEED] ...\n"
+        "vllm bench serve: error: ambiguous option: --dataset could match --dataset-name, "
+        "--dataset-path"
+    )
+    passed, why = judge_check("vllm bench serve --dataset random", refused, "benchmark")
+    assert passed is None and "usage error" in why
+    sglang = "usage: bench_serving.py [-h] ...\nbench_serving.py: error: unrecognized arguments: --x 1"
+    assert judge_check("python -m sglang.bench_serving --x 1", sglang, "benchmark")[0] is None
+
+
+def test_an_openai_error_object_is_a_failed_smoke_test() -> None:
+    """vLLM answers a request it cannot serve with an error object (a 404 for an unknown
+    model, a 500 after its engine died): no generation, whatever the status line says."""
+    answer = (
+        '{"object":"error","message":"The model `mistral` does not exist.",'
+        '"type":"NotFoundError","param":null,"code":404}'
+    )
+    passed, why = judge_check("curl -s localhost:8000/v1/chat/completions", answer, "smoke test")
+    assert passed is False and "error" in why

@@ -198,6 +198,9 @@ def test_samples_tell_the_case_study_stories(sample_db: Path) -> None:
         ("MoE backend", "failed"),
         ("expert parallelism", "worse"),
         ("MTP speculative decoding", "improved"),
+        # the draft-depth variants after it (the last one sets MTP's depth back: no lever)
+        ("--speculative-num-draft-tokens 3→4, --speculative-num-steps 2→3", "no_effect"),
+        ("--speculative-num-draft-tokens 4→2, --speculative-num-steps 3→1", "worse"),
     ]
     assert dsv4.levers[0].delta_pct == pytest.approx(6.0, abs=0.5)
     qwen_sid = _sample_session(con, "transcript_text")

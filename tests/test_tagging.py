@@ -50,6 +50,7 @@ CHECKINS = [
     "how's it going?", "still running?", "update?", "status", "ok??", "Ready?", "is it up yet?",
     "so?", "are we good?", "did it work?", "how long?", "any news?", "is the server up?",
     "  ready?  ", "ok? ", "and now?", "hey, status?", "where are we?", "what's the status?",
+    "numbers?", "it's been six minutes, what's happening?", "been 20 min, status?",
 ]
 NOT_CHECKINS = [
     "ok, now run the benchmark at concurrency 16", "yes go ahead", "ok", "okay", "yes",
@@ -58,6 +59,7 @@ NOT_CHECKINS = [
     "is it up? then restart it with --tp 8", "ok now let's try mtp", "go", "continue",
     "Why is the throughput so low compared to the baseline we measured yesterday?",
     "please check the status of the server and fix any errors",
+    "it's been six minutes, restart it", "the numbers look wrong, rerun the c64 bench",
 ]
 
 
@@ -130,6 +132,8 @@ CLAIMS = [
     "Perfect! The dev server is running on http://localhost:5173/.",
     "The AudioWorklet migration is complete.",
     "It works now.",
+    "Service is back and verified: the smoke test answered correctly.",
+    "It survived the reboot: the service came back by itself.",
 ]
 NOT_CLAIMS = [
     "Let me check if it's up.",
@@ -141,6 +145,8 @@ NOT_CLAIMS = [
     "Let me run the tests to make sure everything still works.",
     'The last line reads "The server is fired up and ready to roll!"',
     "The dev server is starting. Let me check its output.",
+    "The OOM is back: the server died again during graph capture.",
+    "Once the service is back I'll rerun the benchmark.",
 ]
 
 

@@ -295,3 +295,16 @@ def test_servers_side_by_side_are_diffed_apart() -> None:
         {"--mem-fraction-static": [0.8, 0.9], "--port": [None, 30000]},
     ]
 
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python -m sglang.launch_server --help | grep -A1 speculative",
+        "vllm serve --help=all",
+        "vllm serve -h",
+        "python3 -m vllm.entrypoints.openai.api_server --version",
+    ],
+)
+def test_help_or_version_is_no_launch(command: str) -> None:
+    # the CLI prints its usage or version and exits: no server starts
+    assert parse_launches(command) == []

@@ -723,7 +723,9 @@ class _LeverWalk:
             text = f"{verb} at {self.ref(ev.msg_idx)}" + (f" with {changes}" if changes else "")
             open_cur.touch(ev.msg_idx, text + reverts)
             return
-        if ev.changed and self.measured and all(s.role != "primary" for s in specs):
+        if ev.changed and self.measured and all(
+            s.role != "primary" or s.name in self.concluded for s in specs
+        ):  # tuning flags, or the parameters of a technique already tried
             self._open_sweep_step(ev, specs, changes, note)
 
     def _open_sweep_step(self, ev: Event, specs: list[LeverSpec], changes: str, note: str) -> None:
@@ -805,6 +807,8 @@ class _LeverWalk:
             return
         if ev.msg_idx < cur.start:
             return
+        if ev.kind == "fail" and cur.awaits_launch:
+            return  # announced, not launched yet: an error now is not the lever's
         kind = ev.detail if ev.kind == "fail" else "failure stated"
         if any(m == ev.msg_idx for m, _ in cur.failures):
             return

@@ -138,6 +138,8 @@ def judge_check(command: str, output: str, kind: str) -> tuple[bool | None, str]
         if passed := cfg["tests_passed"].search(output, low):
             return True, f"tests passed ({_short(passed.group(0))})"
         return None, "test run without a verdict"
+    if cfg["usage_error"].search(output, low):
+        return None, "its command line was refused (usage error): it never ran"
     failure = cfg["failure"].search(output, low)
     if failure:
         return (

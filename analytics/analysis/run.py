@@ -638,19 +638,20 @@ class MessageRun:
         of a chunk (or of an ingest, or by a message analysed again alone) is seen whole.
         Its loops are replaced; of its tags, those a chunk that saw only part of the run
         did not give are added (as the tagger gives them)."""
-        from analytics.analysis.tagging.polling import STDIN_TOOLS, rechecks_of, session_loops
+        from analytics.analysis.tagging.polling import RECHECK_TOOLS, rechecks_of, session_loops
 
         con, session_id = self.con, self.session_id
         lo = runs_boundary(con, session_id, self.first)
         calls = session_calls(con, session_id, lo)
-        if any(call.tool in STDIN_TOOLS for _, call in calls):
+        if any(call.tool in RECHECK_TOOLS for _, call in calls):
             con.execute(
                 "DELETE FROM polling_loops WHERE session_id = $sid AND msg_idx >= $lo AND call_id "
                 "IN (SELECT call_id FROM tool_calls WHERE session_id = $sid "
                 "AND list_contains($tools, tool))",
-                {"sid": session_id, "lo": lo, "tools": sorted(STDIN_TOOLS)},
+                {"sid": session_id, "lo": lo, "tools": sorted(RECHECK_TOOLS)},
             )
-            append(con, "polling_loops", session_loops(session_id, calls))
+            started = background_commands(con, session_id)
+            append(con, "polling_loops", session_loops(session_id, calls, started))
         wanted = rechecks_of(calls)
         if not wanted:
             return
@@ -751,7 +752,7 @@ def session_calls(
     rows = con.execute(_SESSION_CALLS_SQL, {
         "sid": session_id, "lo": lo, "hi": hi,
         "inputs": sorted(BACKGROUND_CHECK_TOOLS | WAIT_TOOLS | STDIN_TOOLS),
-        "outputs": sorted(STDIN_TOOLS),
+        "outputs": sorted(BACKGROUND_CHECK_TOOLS | STDIN_TOOLS),
         "header": _HEADER_CHARS,
     }).fetchall()
     return [
@@ -764,6 +765,29 @@ def session_calls(
         for idx, call_id, tool, command, input_, output, status, exit_code, started, ended,
         result_idx in rows
     ]
+
+
+def background_commands(con: duckdb.DuckDBPyConnection, session_id: str) -> dict[str, str]:
+    """Background job id -> the command that started it, over all of a session's calls
+    (``polling.background_commands``): a run of re-checks may start long after its job."""
+    from analytics.analysis.tagging.polling import SHELL_TOOLS, background_job_started
+
+    found: dict[str, str] = {}
+    for command, output in con.execute(
+        "SELECT command, left(output, $header) FROM tool_calls WHERE session_id = $sid "
+        "AND starts_with(output, $start) AND command IS NOT NULL AND list_contains($shells, "
+        "lower(tool)) ORDER BY msg_idx, rowid",
+        {"sid": session_id, "header": _HEADER_CHARS, "start": _BACKGROUND_START,
+         "shells": sorted(SHELL_TOOLS)},
+    ).fetchall():
+        job = background_job_started(output)
+        if job is not None:
+            found[job] = command
+    return found
+
+
+_BACKGROUND_START = "Command running in background"
+"""The start of ``formats.CLAUDE_BACKGROUND_STARTED``, for SQL to select those outputs by."""
 
 
 def runs_boundary(con: duckdb.DuckDBPyConnection, session_id: str, msg_idx: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,7 +25,7 @@ from analytics.analysis.tagging.shell import (
     python_programs,
 )
 from analytics.command_output import command_output, exec_session_of
-from analytics.formats import FILE_TOOLS
+from analytics.formats import CLAUDE_BACKGROUND_STARTED, FILE_TOOLS
 from analytics.models import MessageContext, PollingLoop, ToolCall, trusted
 
 CHECK_PROGRAMS = frozenset(
@@ -64,7 +65,9 @@ _PATHISH = re.compile(r"^[~./\w-]*/[\w./-]+$|^[\w.-]+\.(?:log|txt|out|err|json)$
 _FAIL_WORDS = re.compile(
     r"err|fail|traceback|exception|out of memory|oom|killed|dead|crash|abort|exit\s+[1-9]|fatal|timeout", re.I
 )
-_ELAPSED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?s\b")
+_ELAPSED = re.compile(r"^\s*\[?(?:t=|elapsed[=: ]\s*)?(\d+(?:\.\d+)?)\s?s\b", re.M | re.I)
+"""An elapsed-time stamp a loop prints at the start of a line (``[25s] …``, ``elapsed=40s``),
+not a duration a log line reports in passing (``Capture cuda graph end. Time elapsed: 32.11 s``)."""
 _BREAK_AFTER = re.compile(
     r"""grep\s+(?P<flags>(?:-[A-Za-z]+\s+)*)(?:-e\s+)?(?P<pat>"[^"]*"|'[^']*'|[^\s|;&]+)[^\n;|]*?"""
     r"""(?:&&\s*(?P<block>\{[^}]*\}|\(?[^;\n]*)|;\s*then\b(?P<then>.*?)\bfi\b)""",
@@ -261,9 +264,22 @@ def loop_shape(command: str) -> LoopShape | None:
     for a, b in zip(top, top[1:], strict=False):
         core = core_words(a.words)
         if core and core[0] == "sleep" and a.next_op in ("&&", ";", "\n") and len(core) > 1:
+            if _starts_something(b):
+                continue
             if is_check(b) or (b.name in ("ssh", "docker", "kubectl") and _checks(top)):
                 return LoopShape("sleep_check", seconds(core[1]), 1, timeout_s, (b.name,))
     return None
+
+
+def _starts_something(cmd: SimpleCommand) -> bool:
+    """``cmd`` is sent to the background or starts a server (``nohup python -m
+    sglang.launch_server … &``, ``systemctl enable --now unit``): a sleep before it waits for
+    the old one to go, and nothing it prints is a check's answer."""
+    if cmd.next_op == "&":
+        return True
+    from analytics.analysis.tooling import parse_launches
+
+    return bool(parse_launches(shlex.join(cmd.words)))
 
 
 def _unquote(pat: str) -> str:
@@ -307,6 +323,21 @@ def exit_patterns(command: str) -> tuple[str | None, str | None, str | None, str
         elif success is None and s_mark is None:
             s_mark = marker
     return success, failure, s_mark, f_mark
+
+
+_AFTER_LOOP = re.compile(r"\bdone\s*(?:;|&&)\s*(?P<rest>echo\b[^\n]*)")
+
+
+def _printed_after_loop(command: str | None, out: str) -> bool:
+    """Whether ``out`` shows the marker ``command`` echoes right after its loop (``until
+    curl …; do sleep 5; done; echo UP``): a loop on its condition gets there only once the
+    condition held (no outer ``timeout`` can end it). An echo of a status (``$?``) is no
+    marker."""
+    m = _AFTER_LOOP.search(command or "")
+    if m is None or "$?" in m.group("rest"):
+        return False
+    marker = _marker(m.group("rest"))
+    return bool(marker) and re.search(rf"(?m)^\s*{re.escape(marker or '')}\b", out) is not None
 
 
 def _marker(block: str) -> str | None:
@@ -387,6 +418,8 @@ def _outcome(
             return "timeout"
     if shape.on_condition and call.exit_code == 0:
         return "ready"  # (the loop ended, and not by its failure exit: its condition held)
+    if shape.on_condition and shape.timeout_s is None and _printed_after_loop(call.command, out):
+        return "ready"  # (what it echoes once the loop is over is there: its condition held)
     if reads_log and not (success or s_mark):  # (a failure pattern not seen says nothing)
         return _implied_outcome(out)
     return "unknown"
@@ -498,6 +531,10 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
     if shape.interval_s is not None and shape.max_iterations:
         span = shape.interval_s * shape.max_iterations
         max_wait = min(max_wait, span) if max_wait else span
+    outcome = _outcome(call, shape, pats, out, _reads_log(script))
+    waited = _waited(call, shape, out, printed.wall_time_s)
+    if outcome == "timeout" and max_wait and (printed.wall_time_s, call.duration_s) == (None, None):
+        waited = max_wait  # (no clock: it ran until its limit)
     return trusted(PollingLoop, {
         "session_id": session_id,
         "msg_idx": msg_idx,
@@ -508,8 +545,8 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
         "target": shape.target or _target(script),
         "success_pattern": pats[0],
         "failure_pattern": pats[1],
-        "outcome": _outcome(call, shape, pats, out, _reads_log(script)),
-        "waited_s": _waited(call, shape, out, printed.wall_time_s),
+        "outcome": outcome,
+        "waited_s": waited,
     }, _LOOP_FIELDS)
 
 
@@ -652,26 +689,72 @@ def rechecks(batch: list[MessageContext]) -> bool:
 
 def exec_session_loops(batch: list[MessageContext]) -> list[PollingLoop]:
     """:func:`session_loops` of the calls of ``batch``."""
-    if not any(call.tool in STDIN_TOOLS for ctx in batch for call in ctx.calls):
-        return []  # (every batch of every other agent's sessions)
+    if not any(call.tool in RECHECK_TOOLS for ctx in batch for call in ctx.calls):
+        return []  # (most batches)
     return session_loops(batch[0].message.session_id, list(made_calls(batch)))
 
 
-def session_loops(session_id: str, calls: list[tuple[int, ToolCall]]) -> list[PollingLoop]:
-    """A polling loop for each run of ``write_stdin`` polls of one exec session among
-    ``calls`` ((msg_idx, call), in order), stored at its last poll (which saw the outcome).
-    Its target is the command the session runs (from the ``exec_command`` among ``calls``
-    that left it running), else ``exec session N``. A run is one loop only when ``calls``
-    hold all of it: an ingest finds them among all of a session's calls, however the
-    session was cut into chunks or appended."""
+def session_loops(
+    session_id: str,
+    calls: list[tuple[int, ToolCall]],
+    started: dict[str, str] | None = None,
+) -> list[PollingLoop]:
+    """A polling loop for each run of ``write_stdin`` polls of one exec session, and for
+    each run of 2+ re-checks of one background job (Claude Code ``BashOutput``/``TaskOutput``
+    with only sleeps between), among ``calls`` ((msg_idx, call), in order), stored at its
+    last poll (which saw the outcome). Its target is the command the session or job runs
+    (from the ``exec_command`` among ``calls`` that left it running; for a background job,
+    ``started``: job id -> the command started in the background, else the one among
+    ``calls``), else ``exec session N`` / ``background job ID``. A run is one loop only
+    when ``calls`` hold all of it: an ingest finds them among all of a session's calls,
+    however the session was cut into chunks or appended."""
     commands = _running_commands(calls)
+    jobs = started if started is not None else background_commands(calls)
     loops: list[PollingLoop] = []
     for run in runs_of(calls):
-        if run[0][1].tool in STDIN_TOOLS:
-            session = polled_session(run[0][1]) or "?"
+        first = run[0][1]
+        if first.tool in STDIN_TOOLS:
+            session = polled_session(first) or "?"
             target = commands.get(session) or f"exec session {session}"
             loops.append(_session_loop(session_id, run, target))
+        elif first.tool in BACKGROUND_CHECK_TOOLS and _is_loop(run):
+            job = background_job_id(first) or "?"
+            target = jobs.get(job) or f"background job {job}"
+            loops.append(_session_loop(session_id, run, target, _recheck_wait(run, calls)))
     return loops
+
+
+_BACKGROUND_STARTED = re.compile(CLAUDE_BACKGROUND_STARTED)
+
+
+def background_job_started(output: str | None) -> str | None:
+    """The id of the background job a shell call whose result is ``output`` started
+    (Claude Code ``run_in_background``), or None."""
+    m = _BACKGROUND_STARTED.match(output or "")
+    return m.group("job") if m else None
+
+
+def background_commands(calls: Iterable[tuple[int, ToolCall]]) -> dict[str, str]:
+    """Background job id -> the command that started it, among ``calls``."""
+    found: dict[str, str] = {}
+    for _, call in calls:
+        job = background_job_started(call.output) if shell_tool(call) else None
+        if job is not None and call.command:
+            found[job] = call.command
+    return found
+
+
+def _recheck_wait(run: Run, calls: list[tuple[int, ToolCall]]) -> float | None:
+    """How long a run of re-checks waited: from the start of the sleeps before its first
+    re-check (or of that re-check) to the end of its last, by the calls' times; None
+    without them."""
+    ids = [id(call) for _, call in calls]
+    first = ids.index(id(run[0][1]))
+    while first > 0 and _only_waits(calls[first - 1][1]):
+        first -= 1
+    start, last = calls[first][1].started_at, run[-1][1]
+    end = last.ended_at or last.started_at
+    return max(0.0, (end - start).total_seconds()) if start and end else None
 
 
 def _running_commands(calls: list[tuple[int, ToolCall]]) -> dict[str, str]:
@@ -685,19 +768,17 @@ def _running_commands(calls: list[tuple[int, ToolCall]]) -> dict[str, str]:
     return found
 
 
-def _session_loop(session_id: str, run: Run, target: str) -> PollingLoop:
+def _session_loop(
+    session_id: str, run: Run, target: str, waited: float | None = None
+) -> PollingLoop:
     """The loop of ``run``: ready or failed by the exit code the last poll prints, else by
-    the server milestones the polls printed; waited as long as the polls' headers say (or
-    their records, without headers)."""
+    the server milestones the polls printed; waited ``waited`` when given, else as long as
+    the polls' headers say (or their records, without headers)."""
     msg_idx, last = run[-1]
     outputs = [command_output(call.output) for _, call in run]
     exits = [o.exit_code for o in outputs if o.exit_code is not None]
-    walls = [o.wall_time_s for o in outputs]
-    if all(w is not None for w in walls):
-        waited: float | None = sum(w for w in walls if w is not None)
-    else:
-        durations = [call.duration_s for _, call in run]
-        waited = sum(d for d in durations if d is not None) if None not in durations else None
+    if waited is None:
+        waited = _polls_waited(run, [o.wall_time_s for o in outputs])
     return trusted(PollingLoop, {
         "session_id": session_id,
         "msg_idx": msg_idx,
@@ -711,6 +792,14 @@ def _session_loop(session_id: str, run: Run, target: str) -> PollingLoop:
         "outcome": _session_outcome(last, exits[-1] if exits else None, [o.text for o in outputs]),
         "waited_s": waited,
     }, _LOOP_FIELDS)
+
+
+def _polls_waited(run: Run, walls: list[float | None]) -> float | None:
+    """The wall times the polls' headers give, summed; else their records' durations."""
+    if all(w is not None for w in walls):
+        return sum(w for w in walls if w is not None)
+    durations = [call.duration_s for _, call in run]
+    return sum(d for d in durations if d is not None) if None not in durations else None
 
 
 def _session_outcome(last: ToolCall, exit_code: int | None, printed: list[str]) -> str:

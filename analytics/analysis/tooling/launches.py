@@ -174,6 +174,9 @@ class ScriptMemory:
 # --------------------------------------------------------------------------- public API
 
 
+_INFO_SWITCHES = frozenset({"--help", "-h", "--version"})
+
+
 def parse_launches(
     command: str, scripts: ScriptMemory | None = None, host: str | None = None
 ) -> list[LaunchSpec]:
@@ -400,6 +403,8 @@ class _Walker:
                 self.found.append(self._unit_launch(spec, host, cmd_env, depth))
             return
         entry = _find_entry(rest, search=head in _SEARCH_LAUNCHERS)
+        if entry and _prints_and_exits(rest[entry[2] :]):
+            return
         if entry:
             engine, start, args_at = entry
             for w in rest[:start]:
@@ -686,6 +691,12 @@ def _find_entry(words: list[str], search: bool) -> tuple[str, int, int] | None:
             if j < len(words) and words[j].endswith("sglang/launch_server.py"):
                 return "sglang", i, j + 1
     return None
+
+
+def _prints_and_exits(args: list[str]) -> bool:
+    """An argparse CLI given ``--help`` (vLLM: ``--help=GROUP``), ``-h`` or ``--version`` prints
+    and exits: no server starts."""
+    return any(w in _INFO_SWITCHES or w.startswith("--help=") for w in args)
 
 
 def _script_path(words: list[str]) -> str | None:
