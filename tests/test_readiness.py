@@ -191,6 +191,28 @@ def test_a_test_run_claim_is_contradicted_by_a_test_run_only() -> None:
         assert claim.verdict == verdict, claim.reason
 
 
+@pytest.mark.parametrize("reboot", ["sudo reboot", "ssh gpu7 'sudo systemctl reboot'"])
+def test_a_reboot_starts_a_server_claims_evidence_afresh(reboot: str) -> None:
+    """A smoke test before the machine rebooted says nothing of the server after it, as a
+    smoke test before a relaunch says nothing of the relaunched server."""
+    verdicts = []
+    for command in (reboot, "uptime"):
+        con = duckdb.connect(":memory:")
+        migrate(con)
+        b = SessionBuilder(con, "claude_code:r", "claude_code")
+        i = b.msg("assistant", "Smoke test.", 1)
+        b.call(i, SMOKE_CMD, SANE, 1)
+        b.tag(i, "smoke_test", "chat/completions")
+        i = b.msg("assistant", "Restarting the box.", 2)
+        b.call(i, command, "", 2)
+        i = b.msg("assistant", "The server is up again after the reboot.", 8)
+        b.tag(i, "readiness_claim", "The server is up again", 0)
+        b.save("r", "m")
+        (claim,) = analyse_session(load_session_frames(con, "claude_code:r")).claims
+        verdicts.append(claim.verdict)
+    assert verdicts == ["unverified", "supported"]
+
+
 def test_judge_check_and_generation_text() -> None:
     assert generation_text(SANE) == "2 + 2 = 4."
     assert judge_check("pytest -q", "12 passed in 0.3s", "tests")[0] is True

@@ -229,8 +229,13 @@ class _Evidence:
         # that claims are about (an engine's launch is in ``launches`` either way).
         started = by_tag["launch"] - by_tag["benchmark"]
         self.launch_idx = sorted({int(i) for i in [*launched, *started]})
+        """Where the server a claim is about was (re)started: launches and reboots."""
         self._server(frames)
         self._calls(frames, np.array(claims, dtype=np.int64))
+        reboots = config().text["reboot"]
+        rebooted = {c.msg for c in self.calls if c.command and reboots.search(c.command, lowered(c.command))}
+        if rebooted:
+            self.launch_idx = sorted(rebooted.union(self.launch_idx))
 
     # -- loading -------------------------------------------------------------
 
