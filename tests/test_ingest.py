@@ -1103,3 +1103,19 @@ def test_codex_event_copies_of_messages_are_found_once(tmp_path: Path) -> None:
             ("system", "A quokka note with no twin."),
             ("user", "is the quokka server up?"),
         ], indexed
+
+
+def test_messages_df_reads_some_columns_of_a_range(tmp_path: Path) -> None:
+    """A dashboard reads a window of a long session without its texts."""
+    from analytics import messages_df
+
+    db = tmp_path / "t.duckdb"
+    ingest([ROOT / "data" / "samples" / "qwen36_kpro5_deploy.txt"], db=db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        sid = con.execute(
+            "SELECT session_id FROM sessions ORDER BY n_messages DESC LIMIT 1"
+        ).fetchone()[0]
+    df = messages_df(db, session_id=sid, columns=["msg_idx", "role"], msg_range=(10, 19))
+    assert list(df.columns) == ["msg_idx", "role"] and df["msg_idx"].tolist() == list(range(10, 20))
+    with pytest.raises(duckdb.BinderException, match="nope"):
+        messages_df(db, columns=["nope"])
