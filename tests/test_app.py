@@ -601,27 +601,31 @@ def test_session_without_timestamps_shows_no_nat(own_db: Path) -> None:
     assert heads(at) and not any("NaT" in h for h in heads(at)), heads(at)
 
 
-def test_campaign_without_baseline_shows_dashes(own_db: Path) -> None:
+def _campaign_metrics(own_db: Path, row: tuple[object, ...]) -> dict[str, str]:
+    """The Campaign page's figures for one campaign row (id, goal, metric, target, unit,
+    baseline, best, status) stored in the Claude Code sample's session."""
+    cid, goal, metric, target, unit, baseline, best, status = row
     with duckdb.connect(str(own_db)) as con:
         con.execute(
-            "INSERT INTO campaigns VALUES ('no-baseline', ?, 'reach 70 tok/s', "
-            "'output_token_throughput', 70, 'tok/s', NULL, NULL, 0, 0, 'in_progress')",
-            [S_CC],
+            "INSERT INTO campaigns VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?)",
+            [cid, S_CC, goal, metric, target, unit, baseline, best, status],
         )
-    at = open_page("campaign", campaign="no-baseline")
-    m = metrics(at)
+    return metrics(open_page("campaign", campaign=str(cid)))
+
+
+def test_campaign_without_baseline_shows_dashes(own_db: Path) -> None:
+    m = _campaign_metrics(own_db, (
+        "no-baseline", "reach 70 tok/s", "output_token_throughput", 70, "tok/s", None, None,
+        "in_progress",
+    ))
     assert m["Target"] == "70 tok/s"
     assert "nan" not in (m["Baseline"] + m["Best"]).lower(), m
 
 
 def test_campaign_figures_carry_their_unit(own_db: Path) -> None:
-    with duckdb.connect(str(own_db)) as con:
-        con.execute(
-            "INSERT INTO campaigns VALUES ('with-unit', ?, 'p50 TTFT under 200 ms', "
-            "'ttft_p50', 200, 'ms', 412, 230, 0, 0, 'not_met')",
-            [S_CC],
-        )
-    m = metrics(open_page("campaign", campaign="with-unit"))
+    m = _campaign_metrics(own_db, (
+        "with-unit", "p50 TTFT under 200 ms", "ttft_p50", 200, "ms", 412, 230, "not_met",
+    ))
     assert (m["Target"], m["Baseline"], m["Best"]) == ("200 ms", "412 ms", "230 ms"), m
 
 
