@@ -59,3 +59,9 @@ FILE_TOOLS = frozenset({
 """The agents' tools (lower-cased names) that read, write or find files: their input names or
 holds a file (a launch script, a benchmark script), it does not run it; their output is the
 file's text or a list of files, not what a program printed."""
+
+
+SUBAGENT_TOOLS = frozenset({"task", "agent"})
+"""The agents' tools (lower-cased names) that run a subagent (Claude Code ``Task``/``Agent``,
+opencode ``task``): the subagent's records are a session of their own whose
+``parent_session_id`` is the caller's, and the call lasts while the subagent works."""

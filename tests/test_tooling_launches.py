@@ -277,8 +277,10 @@ def test_suggest_flag(engine: str, flag: str, expected: str | None) -> None:
 
 
 def test_servers_side_by_side_are_diffed_apart() -> None:
-    """The prefill and decode servers of a PD deployment are two servers: each relaunch is
-    compared with the last launch of the same engine, host and port (default port included)."""
+    """The prefill and decode servers of a PD deployment run side by side: each relaunch is
+    compared with the last server of its role. A whole server is compared with the last
+    launch of its engine on its host, on its port if there is one (a port dropped by
+    mistake is a change), and a server's first PD launch with the last whole server."""
     def launch(n: int, args: str, host: str | None = "gpu7") -> Launch:
         (spec,) = parse_launches("python -m sglang.launch_server --model-path m " + args)
         return spec.to_launch("s", n, f"c{n}").model_copy(update={"host": host})
@@ -287,12 +289,17 @@ def test_servers_side_by_side_are_diffed_apart() -> None:
         launch(0, "--port 30000 --disaggregation-mode prefill --mem-fraction-static 0.8"),
         launch(1, "--port 30001 --disaggregation-mode decode --mem-fraction-static 0.7"),
         launch(2, "--port 30001 --disaggregation-mode decode --mem-fraction-static 0.6"),
-        launch(3, "--mem-fraction-static 0.8", host=None),
-        launch(4, "--port 30000 --mem-fraction-static 0.9", host=None),
+        launch(3, "--port 30000 --tp 8"),
+        launch(4, "--port 30000 --disaggregation-mode prefill --mem-fraction-static 0.8"),
+        launch(5, "--mem-fraction-static 0.8", host=None),
+        launch(6, "--port 8100 --mem-fraction-static 0.9", host=None),
     ])
     assert [r.changed_flags for r in rows] == [
-        None, None, {"--mem-fraction-static": [0.7, 0.6]}, None,
-        {"--mem-fraction-static": [0.8, 0.9], "--port": [None, 30000]},
+        None, None, {"--mem-fraction-static": [0.7, 0.6]},
+        {"--disaggregation-mode": ["prefill", None], "--mem-fraction-static": [0.8, None],
+         "--tp-size": [None, 8]},
+        {},
+        None, {"--mem-fraction-static": [0.8, 0.9], "--port": [None, 8100]},
     ]
 
 

@@ -186,7 +186,7 @@ def test_state_round_trip_continues_the_session() -> None:
     saved = json.loads(json.dumps(live.state()))
     restored = ToolingExtractor.from_state(saved)
     assert restored.state() == saved
-    assert restored.current is restored.last_by_server["sglang@:30000"]
+    assert restored.current is restored.launches.last["sglang@/:"]
 
     edit = "sed -i s/x/y/ /w/run.sh; bash /w/run.sh; python -m sglang.launch_server --model-path m --tp 4"
     again = [restored.extract(ctx(2, c)).launches for c in ("bash run.sh", edit)]

@@ -814,6 +814,36 @@ LEADING_CONTEXT_BLOCKS = r"^(\s*<([a-z][a-z0-9_-]*)[^>]*>.*?</[a-z][a-z0-9_-]*>)
 and the white space around it (``trim`` leaves newlines)."""
 
 
+def refresh_callers(con: duckdb.DuckDBPyConnection, paths: list[str]) -> None:
+    """Judge again the campaigns of the sessions that ran subagents, where the caller or a
+    subagent was stored from ``paths``: a campaign reads its subagents' measurements
+    (``SessionFrames`` places them at the call that ran the subagent), and a subagent's file
+    may be stored after its caller's, in the same ingest or a later one, or by another
+    worker of a pool."""
+    from analytics.analysis.campaigns import find_campaigns
+    from analytics.analysis.session import load_session_frames
+
+    callers = con.execute(
+        "SELECT DISTINCT p.session_id FROM sessions k JOIN sessions p "
+        "ON p.session_id = k.parent_session_id "
+        "WHERE list_contains($paths, k.source_path) OR list_contains($paths, p.source_path) "
+        "ORDER BY 1",
+        {"paths": paths},
+    ).fetchall()
+    for (session_id,) in callers:
+        campaigns, levers = find_campaigns(load_session_frames(con, session_id))
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table in ("campaigns", "levers"):
+                con.execute(f"DELETE FROM {table} WHERE session_id = ?", [session_id])
+            append(con, "campaigns", campaigns)
+            append(con, "levers", levers)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
 def refresh_session_stats(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
     con.execute(
         """

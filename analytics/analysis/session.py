@@ -23,8 +23,9 @@ import pandas as pd
 
 from analytics.analysis.campaigns import Goal, find_campaigns
 from analytics.analysis.readiness import judge_claims
+from analytics.formats import SUBAGENT_TOOLS
 from analytics.gcpause import no_cyclic_gc
-from analytics.models import Campaign, Lever, ReadinessClaim
+from analytics.models import PROSE_SOURCES, Campaign, Lever, ReadinessClaim
 
 TABLES = (
     "session",
@@ -38,6 +39,35 @@ TABLES = (
 )
 _JSON_COLUMNS = {"launches": ("flags", "changed_flags", "env")}
 ID_BLOCK = 4096  # native message ids are read from a multiple of this on (see source_id)
+
+
+_SUBAGENT_MEASUREMENTS_SQL = """
+WITH kids AS (
+    SELECT m.*, msg.ts AS measured_at
+    FROM measurements m
+    JOIN sessions k ON k.session_id = m.session_id AND k.parent_session_id = $sid
+    JOIN messages msg ON msg.session_id = m.session_id AND msg.msg_idx = m.msg_idx
+    WHERE NOT list_contains($prose, m.source) AND msg.ts IS NOT NULL
+), runs AS (
+    SELECT coalesce(result_msg_idx, msg_idx) AS at_idx, started_at,
+           coalesce(ended_at, started_at) AS ended_at
+    FROM tool_calls
+    WHERE session_id = $sid AND list_contains($tools, lower(tool)) AND started_at IS NOT NULL
+), placed AS (
+    SELECT kids.*, (SELECT min(at_idx) FROM runs
+                    WHERE kids.measured_at BETWEEN runs.started_at AND runs.ended_at) AS at_idx
+    FROM kids
+)
+SELECT * EXCLUDE (measured_at, at_idx) REPLACE (
+    $sid AS session_id,
+    at_idx AS msg_idx,
+    concat_ws(',', nullif(ltrim(regexp_replace(coalesce(label, ''),
+                                               '(^|,)launch_msg_idx=[^,]*', '', 'g'), ','), ''),
+              'subagent=' || session_id) AS label)
+FROM placed WHERE at_idx IS NOT NULL
+ORDER BY at_idx, session_id, msg_idx
+"""
+"""The measurements of a session's subagents (``SessionFrames._with_subagents``)."""
 
 
 def _order(table: str) -> str:
@@ -120,7 +150,25 @@ class SessionFrames:
         for column in _JSON_COLUMNS.get(name, ()):
             if column in df.columns:
                 df[column] = [_decode(v) for v in df[column]]
+        if name == "measurements":
+            df = self._with_subagents(df)
         return df.reset_index(drop=True)
+
+    def _with_subagents(self, own: pd.DataFrame) -> pd.DataFrame:
+        """``own`` measurements and those a tool printed in this session's subagents (a
+        ``Task`` that ran the benchmark), each placed at the message that carries the
+        result of the call that ran the subagent while it was measured, in message order:
+        the caller's campaign is judged on them as on its own. Their label names the
+        subagent (``subagent=…``, not a load condition) instead of a launch of its own."""
+        assert self._con is not None
+        found = self._con.execute(_SUBAGENT_MEASUREMENTS_SQL, {
+            "sid": self._bound, "prose": list(PROSE_SOURCES), "tools": sorted(SUBAGENT_TOOLS),
+        }).df()
+        if found.empty:
+            return own
+        found = found[list(own.columns)] if not own.empty else found
+        both = pd.concat([own, found], ignore_index=True) if not own.empty else found
+        return both.sort_values("msg_idx", kind="stable").reset_index(drop=True)
 
     def select(
         self,

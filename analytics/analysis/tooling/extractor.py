@@ -24,11 +24,11 @@ from analytics.models import (
 
 from .benchmarks import benchmark_numbers
 from .launches import (
+    LaunchHistory,
     ScriptMemory,
     flag_changes,
     parse_launches,
     remember_written_file,
-    server_key,
 )
 from .logs import ContextEngine, scan_log
 from .nvidia_smi import gpu_numbers
@@ -57,7 +57,7 @@ def sniff_engine(text: str) -> str | None:
     return None
 
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 """Bump when the shape of ``ToolingExtractor.state()`` changes."""
 
 
@@ -75,8 +75,8 @@ class ToolingExtractor:
 
     def __init__(self) -> None:
         self.scripts = ScriptMemory()
-        self.last_by_server: dict[str, Launch] = {}
-        """The last launch of each server (``server_key``)."""
+        self.launches = LaunchHistory()
+        """The last launch of each server, which the next one is compared with."""
         self.current: Launch | None = None
         self._counted_lines: set[str] = set()
 
@@ -87,7 +87,7 @@ class ToolingExtractor:
             "scripts": self.scripts.state(),
             "last_by_server": {
                 server: launch.model_dump(mode="json")
-                for server, launch in self.last_by_server.items()
+                for server, launch in self.launches.last.items()
             },
             "current": self.current.model_dump(mode="json") if self.current else None,
             "counted_lines": sorted(self._counted_lines),
@@ -105,7 +105,7 @@ class ToolingExtractor:
         extractor = cls()
         try:
             extractor.scripts = ScriptMemory.from_state(state.get("scripts") or [])
-            extractor.last_by_server = {
+            extractor.launches.last = {
                 server: Launch.model_validate(data)
                 for server, data in (state.get("last_by_server") or {}).items()
             }
@@ -116,7 +116,7 @@ class ToolingExtractor:
             raise ToolingStateError(f"tooling extractor state is malformed: {exc}") from exc
         if launch is not None:
             # keep the identity the live extractor had: current is the last launch of its server
-            same = extractor.last_by_server.get(server_key(launch))
+            same = next((v for v in extractor.launches.last.values() if v == launch), None)
             extractor.current = same if same == launch else launch
         return extractor
 
@@ -138,10 +138,9 @@ class ToolingExtractor:
         out: list[Launch] = []
         for spec in parse_launches(call.command, self.scripts):
             launch = spec.to_launch(ctx.message.session_id, ctx.message.msg_idx, call.call_id)
-            server = server_key(launch)
-            before = self.last_by_server.get(server)
+            before = self.launches.previous(launch)
             launch.changed_flags = None if before is None else flag_changes(before, launch)
-            self.last_by_server[server] = launch
+            self.launches.add(launch)
             if launch.engine != "other":  # `systemctl restart nginx` is not the server in force
                 self.current = launch
             out.append(launch)

@@ -36,7 +36,6 @@ from .flags import (
     available_tables,
     guess_value,
     is_switch,
-    load_table,
     resolve_flag,
     suggest_flag,
     takes_list,
@@ -209,34 +208,70 @@ def remember_written_file(scripts: ScriptMemory, tool: str | None, tool_input: s
         scripts.remember(path, body)
 
 
-def server_key(launch: Launch) -> str:
-    """The server a launch (re)starts (``server_of``)."""
-    return server_of(launch.engine, launch.host, launch.flags)
+def disaggregation_role(flags: dict[str, Any]) -> str | None:
+    """The part a server plays in a prefill/decode disaggregated deployment: SGLang's
+    ``--disaggregation-mode`` (prefill | decode), vLLM's ``kv_role`` in
+    ``--kv-transfer-config`` (kv_producer | kv_consumer | kv_both); None for a whole server."""
+    mode = flags.get("--disaggregation-mode")
+    if isinstance(mode, str) and mode != "null":
+        return mode
+    config = flags.get("--kv-transfer-config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return None
+    role = config.get("kv_role") if isinstance(config, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def server_of(engine: str, host: str | None, flags: dict[str, Any]) -> str:
-    """The server a launch (re)starts: its engine, host and port (the engine's default port
-    when the launch names none; a systemd unit's name). Two servers of one engine running side
-    by side, such as the prefill and decode servers of a PD deployment, are two servers, not
-    one relaunched with other flags."""
-    port = flags.get("--port") or flags.get("systemd:unit")
-    if port is None:
-        table = load_table(engine) if engine in ("sglang", "vllm") else None
-        spec = table.flags.get("--port") if table is not None else None
-        port = spec.default if spec is not None else None
-    return f"{engine}@{host or ''}:{port if port is not None else ''}"
+    """Which server a launch (re)starts, as ``LaunchHistory`` tells them apart: its engine,
+    host and disaggregation role."""
+    return f"{engine}@{host or ''}/{disaggregation_role(flags) or ''}"
+
+
+class LaunchHistory:
+    """The launches of a session so far, to find the one a new launch changes: the last
+    launch of the same engine on the same host (on the same ``--port`` if there is one),
+    except that the servers of a disaggregated deployment (``disaggregation_role``) run
+    side by side: a prefill server is compared with the last prefill server (else the last
+    whole server), never with the decode server started a moment before."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Launch] = {}
+        """The last launch of each server (``server_of``) and port."""
+
+    @staticmethod
+    def _key(launch: Launch) -> str:
+        return f"{server_of(launch.engine, launch.host, launch.flags)}:{launch.flags.get('--port', '')}"
+
+    def previous(self, launch: Launch) -> Launch | None:
+        server = server_of(launch.engine, launch.host, launch.flags)
+        whole = server_of(launch.engine, launch.host, {})  # (a whole server's: no role)
+        same = [v for k, v in self.last.items() if k.rpartition(":")[0] == server]
+        others = same or [
+            v for k, v in self.last.items()
+            if k.rpartition(":")[0] == whole or (server == whole and k.startswith(whole))
+        ]
+        port = launch.flags.get("--port")
+        on_port = [v for v in others if v.flags.get("--port") == port]
+        return max(on_port or others, key=lambda v: v.msg_idx, default=None)
+
+    def add(self, launch: Launch) -> None:
+        self.last[self._key(launch)] = launch
 
 
 def diff_launches(launches: list[Launch]) -> list[Launch]:
-    """Fill ``changed_flags`` ({flag: [before, after]}) against the previous launch of the same
-    server (``server_key``) in the same session; a server's first launch gets None. Returns
-    the list."""
-    previous: dict[tuple[str, str], Launch] = {}
+    """Fill ``changed_flags`` ({flag: [before, after]}) against the launch it changes in the
+    same session (``LaunchHistory``); a session's first launch of a server gets None.
+    Returns the list."""
+    histories: dict[str, LaunchHistory] = {}
     for launch in launches:
-        key = (launch.session_id, server_key(launch))
-        before = previous.get(key)
+        history = histories.setdefault(launch.session_id, LaunchHistory())
+        before = history.previous(launch)
         launch.changed_flags = None if before is None else flag_changes(before, launch)
-        previous[key] = launch
+        history.add(launch)
     return launches
 
 
