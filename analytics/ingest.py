@@ -929,11 +929,12 @@ def ingest(
                     progress(str(unit), 0)
         summary.files = [r for r in results if r is not None]
         if analyse:
-            from analytics.analysis.run import refresh_callers
             from analytics.analysis.timeaccounting import create_views
 
             stored_now = [f.path for f in summary.files if f.status in ("ingested", "appended")]
-            if stored_now:
+            if stored_now:  # (nothing stored: no analysis imported, see test_ingest)
+                from analytics.analysis.run import refresh_callers
+
                 refresh_callers(con, stored_now)
             create_views(con)
         if build_index and any(f.status in ("ingested", "appended") for f in summary.files):
