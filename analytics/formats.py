@@ -5,6 +5,8 @@ choices in an error) does not import the pydantic records of ``analytics.models`
 re-ingest of unchanged files never needs them.
 """
 
+import re
+
 FORMATS = ("opencode", "claude_code", "codex", "transcript_text")
 
 PARSER_VERSIONS = {"opencode": 1, "claude_code": 1, "codex": 2, "transcript_text": 1}
@@ -33,9 +35,10 @@ CODEX_MESSAGE_COPIES = ("event_msg/user_message", "event_msg/agent_message")
 word (newer builds write each prompt and reply twice); stored as ``system`` rows by the parser,
 and no search document of their own when the message they repeat is beside them."""
 
-CLAUDE_BACKGROUND_STARTED = r"^Command running in background with ID: (?P<job>\S+)"
-"""What Claude Code's ``Bash`` returns for a command run with ``run_in_background`` (FORMATS.md):
-the id ``BashOutput``/``KillShell`` name the job by (``bash_id``, ``shell_id``)."""
+CLAUDE_BACKGROUND_PREFIX = "Command running in background with ID: "
+"""What Claude Code's ``Bash`` returns for a command run with ``run_in_background`` (FORMATS.md),
+before the id ``BashOutput``/``KillShell`` name the job by (``bash_id``, ``shell_id``)."""
+CLAUDE_BACKGROUND_STARTED = "^" + re.escape(CLAUDE_BACKGROUND_PREFIX) + r"(?P<job>\S+)"
 
 CODEX_EXEC_HEADER = (
     r"(?:Chunk ID: [^\n]*\n)?(?:Exit code: (?P<exit_code>-?\d+)\n)?"

@@ -771,13 +771,14 @@ def background_commands(con: duckdb.DuckDBPyConnection, session_id: str) -> dict
     """Background job id -> the command that started it, over all of a session's calls
     (``polling.background_commands``): a run of re-checks may start long after its job."""
     from analytics.analysis.tagging.polling import SHELL_TOOLS, background_job_started
+    from analytics.formats import CLAUDE_BACKGROUND_PREFIX
 
     found: dict[str, str] = {}
     for command, output in con.execute(
         "SELECT command, left(output, $header) FROM tool_calls WHERE session_id = $sid "
         "AND starts_with(output, $start) AND command IS NOT NULL AND list_contains($shells, "
         "lower(tool)) ORDER BY msg_idx, rowid",
-        {"sid": session_id, "header": _HEADER_CHARS, "start": _BACKGROUND_START,
+        {"sid": session_id, "header": _HEADER_CHARS, "start": CLAUDE_BACKGROUND_PREFIX,
          "shells": sorted(SHELL_TOOLS)},
     ).fetchall():
         job = background_job_started(output)
@@ -785,9 +786,6 @@ def background_commands(con: duckdb.DuckDBPyConnection, session_id: str) -> dict
             found[job] = command
     return found
 
-
-_BACKGROUND_START = "Command running in background"
-"""The start of ``formats.CLAUDE_BACKGROUND_STARTED``, for SQL to select those outputs by."""
 
 
 def runs_boundary(con: duckdb.DuckDBPyConnection, session_id: str, msg_idx: int) -> int:

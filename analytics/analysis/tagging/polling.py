@@ -168,7 +168,7 @@ def _sweeps(body: list[SimpleCommand]) -> bool:
     """A loop body that never leaves on what it saw and whose only checks filter the output
     of a command piped into them (``… bench … | grep TTFT; sleep 20``): it runs something for
     each value and pauses, it does not wait on a condition."""
-    if any(core_words(c.words)[:1] and core_words(c.words)[0] in LEAVE_WORDS for c in body):
+    if any(set(core_words(c.words)[:1]) & LEAVE_WORDS for c in body):
         return False
     looks = [c for k, c in enumerate(body) if is_check(c) and not _filters(body[k - 1] if k else None)]
     return not looks

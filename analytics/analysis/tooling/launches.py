@@ -240,7 +240,7 @@ class LaunchHistory:
 
     def __init__(self) -> None:
         self.last: dict[str, Launch] = {}
-        """The last launch of each server (``server_of``) and port."""
+        """The last launch of each server (``server_of``) and ``--port``, by ``_key``."""
 
     @staticmethod
     def _key(launch: Launch) -> str:
@@ -249,11 +249,11 @@ class LaunchHistory:
     def previous(self, launch: Launch) -> Launch | None:
         server = server_of(launch.engine, launch.host, launch.flags)
         whole = server_of(launch.engine, launch.host, {})  # (a whole server's: no role)
-        same = [v for k, v in self.last.items() if k.rpartition(":")[0] == server]
-        others = same or [
-            v for k, v in self.last.items()
-            if k.rpartition(":")[0] == whole or (server == whole and k.startswith(whole))
-        ]
+        servers = [(server_of(v.engine, v.host, v.flags), v) for v in self.last.values()]
+        same = [v for s, v in servers if s == server]
+        # no earlier launch of its role: a whole server follows any launch of its engine and
+        # host, a prefill or decode server only a whole one
+        others = same or [v for s, v in servers if s == whole or (server == whole and s.startswith(whole))]
         port = launch.flags.get("--port")
         on_port = [v for v in others if v.flags.get("--port") == port]
         return max(on_port or others, key=lambda v: v.msg_idx, default=None)
