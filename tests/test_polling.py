@@ -333,6 +333,37 @@ def test_a_poll_without_patterns_ends_as_its_server_log_says(output: str, outcom
     assert loop is not None and loop.outcome == outcome
 
 
+BENCH_RESULT = (
+    "100%|██████████| 64/64 [01:52<00:00,  1.76s/it]\n"
+    "============ Serving Benchmark Result ============\n"
+    "Backend:                                 vllm\n"
+    "Successful requests:                     64\n"
+    "Benchmark duration (s):                  112.40\n"
+    "Output token throughput (tok/s):         311.52\n"
+    "Mean TTFT (ms):                          402.17\n"
+    "==================================================\n"
+)
+BENCH_PROGRESS = " 40%|████      | 26/64 [00:44<01:03,  1.67s/it]\n"
+
+
+@pytest.mark.parametrize(
+    ("output", "outcome"),
+    [
+        (BENCH_RESULT, "ready"),  # the benchmark waited for is done: its results are there
+        (BENCH_PROGRESS, "unknown"),  # still running
+        (BENCH_RESULT + SGLANG_OOM, "failed"),  # a server milestone says more
+    ],
+    ids=["results", "progress", "crash after"],
+)
+def test_a_poll_of_a_benchmark_log_ends_when_its_results_are_there(
+    output: str, outcome: str
+) -> None:
+    """``sleep 60; tail -40 bench.log`` waits for a benchmark run in the background: the
+    poll that reads its result block is the one that found the job done."""
+    loop = run("sleep 60; ssh gpu1 'tail -40 /root/bench_c16.log'", output)
+    assert loop is not None and loop.outcome == outcome
+
+
 def test_a_poll_with_its_own_patterns_or_aborted_keeps_its_outcome() -> None:
     """The implied outcome only stands in for patterns the loop does not name."""
     own = run("for i in $(seq 1 3); do sleep 5; tail -1 /x.log | grep -q 'Uvicorn running' && break; done",

@@ -446,15 +446,18 @@ any other event that is neither ready nor a failure is a step of a start-up in p
 
 def _implied_outcome(out: str) -> str:
     """The outcome of a poll of a log that names no pattern of its own (``sleep 30; tail -3
-    server.log``) from the last server milestone its output shows: ``ready`` after a ready
+    server.log``) from the last milestone its output shows: ``ready`` after a server's ready
     line (SGLang's "fired up" or its warm-up request answered, vLLM's API server up),
     ``failed`` after a crash or an OOM (the events the readiness audit reads as such), else
-    ``unknown``: nothing read, or a start-up still in progress (shards loading, a restart)."""
+    ``unknown``: nothing read, or a start-up still in progress (shards loading, a restart).
+    A log that holds a benchmark's results and no such milestone (``sleep 60; tail -40
+    bench.log``) shows the job waited for done: ``ready`` (a progress bar alone: unknown)."""
     from analytics.analysis.readiness import config
     from analytics.analysis.tooling import scan_log
+    from analytics.analysis.tooling.benchmarks import benchmark_numbers
 
     kinds = config().events
-    last = "unknown"
+    last, milestones = "unknown", 0
     for hit in scan_log(out).events:
         if hit.event in kinds["ready"]:
             last = "ready"
@@ -462,6 +465,11 @@ def _implied_outcome(out: str) -> str:
             last = "failed"
         elif hit.event not in _STEADY_EVENTS:
             last = "unknown"
+        else:
+            continue
+        milestones += 1
+    if not milestones and benchmark_numbers(out):
+        return "ready"
     return last
 
 
