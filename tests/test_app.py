@@ -285,6 +285,8 @@ def test_polling_page_figures(use_db: Path) -> None:
     aborts = frame(at, "interrupted_status")
     row = aborts[aborts["session_id"] == S_OC].iloc[0]
     assert row["interrupted_status"] == "aborted" and bool(row["was_polling"])
+    waits = frame(at, "checkins")  # one wait per loop here: each is the only poll of its target
+    assert len(waits) == 2 and set(waits["polls"]) == {1}
 
 
 def _swamp(db: Path, session: str, n: int = 1200) -> None:
@@ -341,6 +343,7 @@ def test_polling_page_shows_one_sessions_rows(own_db: Path) -> None:
     assert set(frame(at, "checkin_text")["session_id"]) == {S_OC}
     assert set(frame(at, "max_iterations")["session_id"]) == {S_OC}
     assert set(frame(at, "interrupted_status")["session_id"]) == {S_OC}
+    assert set(frame(at, "checkins")["session_id"]) == {S_OC}
 
 
 # --- Search, SQL ----------------------------------------------------------------

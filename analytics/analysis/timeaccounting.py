@@ -262,7 +262,10 @@ LEFT JOIN ab USING (session_id)
 def create_views(
     con: duckdb.DuckDBPyConnection, idle_threshold_s: float = IDLE_THRESHOLD_S
 ) -> None:
-    """Create (or replace) ``v_time_accounting`` and ``v_session_summary``."""
+    """Create (or replace) ``v_time_accounting``, ``v_session_summary`` and ``v_waits``."""
+    from analytics.analysis.waits import create_waits_view
+
     select = time_accounting_select(float(idle_threshold_s))
     con.execute(f"CREATE OR REPLACE VIEW v_time_accounting AS {select}")
     con.execute(_SESSION_SUMMARY_SQL)
+    create_waits_view(con)

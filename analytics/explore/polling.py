@@ -6,6 +6,7 @@ import duckdb
 import pandas as pd
 
 from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE
+from analytics.analysis.waits import WAITS_SELECT
 
 
 def polling_loops(con: duckdb.DuckDBPyConnection, session_id: str | None = None) -> pd.DataFrame:
@@ -21,6 +22,21 @@ def polling_loops(con: duckdb.DuckDBPyConnection, session_id: str | None = None)
         LEFT JOIN tool_calls c ON c.session_id = p.session_id AND c.call_id = p.call_id
         WHERE $sid IS NULL OR p.session_id = $sid
         ORDER BY p.waited_s DESC NULLS LAST, p.session_id, p.msg_idx
+        """,
+        {"sid": session_id},
+    ).df()
+
+
+def waits(con: duckdb.DuckDBPyConnection, session_id: str | None = None) -> pd.DataFrame:
+    """Every wait (``v_waits``: the polls of one target until one ends it; of one session
+    if given), the longest first; ``msg_idx`` is its first poll."""
+    return con.execute(
+        f"""
+        SELECT session_id, wait_no, first_msg_idx AS msg_idx, last_msg_idx, polls, outcome,
+               waited_s, checkins, interval_min_s, interval_max_s, target
+        FROM ({WAITS_SELECT})
+        WHERE $sid IS NULL OR session_id = $sid
+        ORDER BY waited_s DESC NULLS LAST, session_id, wait_no
         """,
         {"sid": session_id},
     ).df()

@@ -19,6 +19,7 @@ import pandas as pd
 from analytics.analysis.campaigns import comparable_label, tool_measurements
 from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
 from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE, time_accounting_select
+from analytics.analysis.waits import session_waits
 from analytics.command_output import command_output
 from analytics.errors import SessionNotFoundError
 from analytics.models import Campaign, Lever, ReadinessClaim
@@ -86,6 +87,8 @@ class _Session:
         self.times = _time_row(con, session_id)
         self.aborts = _abort_events(con, session_id)
         """(first, last) msg_idx of each user interruption, in order."""
+        self.waits = session_waits(con, session_id)
+        """The session's waits (``waits.session_waits``), in order."""
 
     def timed(self) -> bool:
         """Whether any message has a time: without one, every wall-clock duration reads 0."""
@@ -380,43 +383,47 @@ def _polling(s: _Session) -> list[str]:
         lines += ["No polling loops.", ""]
     else:
         outcomes = pl["outcome"].value_counts().sort_index().to_dict()
+        waits = s.waits
         lines += [
-            f"{len(pl)} polling loops; outcomes: "
+            f"{_count(len(pl), 'polling loop')} in {_count(len(waits), 'wait')} (a wait: the "
+            "polls of one target until one ends it ready, failed, aborted or timed out, or "
+            "a server is launched); loop outcomes: "
             + ", ".join(f"{k} {v}" for k, v in outcomes.items())
             + f"; waited {_duration(s.times.get('polling_wait_s'))} in total.",
             "",
         ]
-        listed = pl
-        if len(pl) > MAX_TABLE_ROWS:
-            listed = pl.sort_values(["waited_s", "msg_idx"], ascending=[False, True],
-                                    na_position="last").head(MAX_TABLE_ROWS).sort_values("msg_idx")
+        listed = waits
+        if len(waits) > MAX_TABLE_ROWS:
+            listed = sorted(
+                sorted(waits, key=lambda w: (-(w[7] if not _missing(w[7]) else -1.0), w[1]))[
+                    :MAX_TABLE_ROWS
+                ],
+                key=lambda w: w[0],
+            )
             lines += [
-                f"_{len(listed)} of {len(pl)} polling loops: the longest waits, in message "
-                "order; every loop is in the `polling_loops` table._",
+                f"_{len(listed)} of {len(waits)} waits: the longest, in message order; every "
+                "wait is in the `v_waits` view, every loop in the `polling_loops` table._",
                 "",
             ]
+        timed = s.timed()
         rows = [
             [
-                s.ref(int(r.msg_idx)),
-                r.interval_s,
-                r.max_iterations,
-                r.max_wait_s,
-                r.waited_s,
-                r.outcome,
-                _short(r.target, 50),
+                no,
+                s.ref(first),
+                *([s.ts(first)] if timed else []),
+                s.ref(last) if last != first else "–",
+                polls,
+                _interval(low, high),
+                _duration(waited),
+                checkins,
+                outcome,
+                _short(target, 50),
             ]
-            for r in listed.itertuples(index=False)
+            for no, first, last, polls, target, low, high, waited, outcome, checkins in listed
         ]
         lines += _table(
-            [
-                "message",
-                "interval s",
-                "max iterations",
-                "max wait s",
-                "waited s",
-                "outcome",
-                "target",
-            ],
+            ["wait", "first poll", *(["time"] if timed else []), "last poll", "polls",
+             "every", "waited", "check-ins", "ended", "target"],
             rows,
         ) + [""]
     tags = f.tags
@@ -449,6 +456,14 @@ def _polling(s: _Session) -> list[str]:
     if rows:
         lines += _table(["abort at", "time", "aborted", "check-in after"], rows) + [""]
     return lines
+
+
+def _interval(low: Any, high: Any) -> str:
+    """The sleep between a wait's polls: one value, or the range of them."""
+    if _missing(low) or _missing(high):
+        return "–"
+    a, b = f"{float(low):g}", f"{float(high):g}"
+    return f"{a} s" if a == b else f"{a}–{b} s"
 
 
 def _count(n: int, noun: str) -> str:

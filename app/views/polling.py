@@ -3,12 +3,19 @@
 import streamlit as st
 
 from analytics.explore import ui
-from analytics.explore.polling import aborts, checkin_latency, polling_by_outcome, polling_loops
+from analytics.explore.polling import (
+    aborts,
+    checkin_latency,
+    polling_by_outcome,
+    polling_loops,
+    waits,
+)
 
 st.title("Polling & aborts")
 
 scope = ui.session_scope("polling-session")
 loops = ui.query(polling_loops, scope)
+spans = ui.query(waits, scope)
 stops = ui.query(aborts, scope)
 checkins = ui.query(checkin_latency, scope)
 
@@ -17,6 +24,20 @@ m1.metric("Polling loops", len(loops))
 m2.metric("Waited (h)", f"{loops['waited_s'].sum() / 3600:,.2f}")
 m3.metric("Aborts", len(stops))
 m4.metric("Check-ins", len(checkins))
+
+st.subheader("Waits")
+st.caption(
+    "The polls of one target taken together, until one ends the wait (ready, failed, aborted, "
+    "timeout) or a server is launched; checkins: the user's check-ins between its first and "
+    "last poll."
+)
+ui.linked_table(
+    spans,
+    "waits",
+    "polling-waits",
+    ["outcome", "session_id", "msg_idx", "last_msg_idx", "polls", "waited_s", "checkins",
+     "interval_min_s", "interval_max_s", "target"],
+)
 
 st.subheader("Polling loops")
 st.dataframe(polling_by_outcome(loops), hide_index=True, key="polling-outcomes")
