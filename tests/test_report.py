@@ -9,7 +9,7 @@ from golden.case_studies import DSV4, QWEN, T0, SessionBuilder, case_study_db
 
 from analytics.analysis.timeaccounting import create_views
 from analytics.report import write_report
-from analytics.report.postmortem import GENERATED_PREFIX
+from analytics.report.postmortem import GENERATED_PREFIX, one_line
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -307,3 +307,26 @@ def test_report_header_and_summary_read_true(tmp_path: Path) -> None:
     text = write_report(con, "claude_code:interrupted", tmp_path / "q.md").read_text()
     timeline = text.split("## Timeline", 1)[1].split("## Campaigns")[0]
     assert "No key events." in timeline and "| message |" not in timeline
+
+
+@pytest.mark.parametrize(
+    ("command", "line"),
+    [
+        ("for i in $(seq 1 16); do\n  sleep 25\n  r=$(tail -1 s.log)\n"
+         "  echo \"$r\" | grep -q ready && break\ndone",
+         "for i in $(seq 1 16); do sleep 25; r=$(tail -1 s.log); "
+         "echo \"$r\" | grep -q ready && break; done"),
+        ("python -m sglang.launch_server \\\n  --tp 4 \\\n  --port 30000",
+         "python -m sglang.launch_server --tp 4 --port 30000"),
+        ("if curl -sf localhost:8000/health; then\n  echo up\nelse\n  tail -3 s.log\nfi",
+         "if curl -sf localhost:8000/health; then echo up; else tail -3 s.log; fi"),
+        ("nvidia-smi |\n  grep MiB", "nvidia-smi | grep MiB"),
+        ("ls my\\ dir", "ls my\\ dir"),
+    ],
+)
+def test_a_multi_line_command_is_shown_as_one_line_that_reads_the_same(
+    command: str, line: str
+) -> None:
+    """The abort table names the command it stopped on one line: a line break that ends a
+    command reads as ``;`` there (``do sleep 25 r=…`` would read as one command)."""
+    assert one_line(command) == line

@@ -489,8 +489,28 @@ def _aborted_what(s: _Session, first: int, last: int) -> str:
         inside = tc["msg_idx"].between(first, last) | tc["result_msg_idx"].between(first, last)
         rows = tc[inside & tc["command"].notna()]
         if len(rows):
-            return _short(rows["command"].iloc[-1], 70)
+            return _short(one_line(rows["command"].iloc[-1]), 70)
     return _short(s.text(first), 70)
+
+
+_OPENS = ("do", "then", "else", "{", "(", "|", "&&", "||", "&", ";")
+"""Line ends after which the shell reads on (a newline there is no command separator)."""
+
+
+def one_line(command: str) -> str:
+    """A multi-line shell command as one line that reads the same: each line break that
+    ends a command becomes ``; `` (``for …; do sleep 25; r=$(…)``, not ``do sleep 25
+    r=$(…)``), the others a space."""
+    out = ""
+    for line in (part.strip() for part in command.splitlines()):
+        if not line:
+            continue
+        if out.endswith("\\"):  # a continued line
+            out = out[:-1].rstrip()
+        elif out and not out.endswith(_OPENS):
+            out += ";"
+        out = f"{out} {line}" if out else line
+    return out
 
 
 def _time_accounting(s: _Session) -> list[str]:
