@@ -19,6 +19,7 @@ import pandas as pd
 from analytics.analysis.campaigns import comparable_label, tool_measurements
 from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
 from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE, time_accounting_select
+from analytics.analysis.tooling.launches import disaggregation_role
 from analytics.analysis.waits import session_waits
 from analytics.command_output import command_output
 from analytics.errors import SessionNotFoundError
@@ -242,7 +243,10 @@ def _timeline(s: _Session) -> list[str]:
                 if changed == {}
                 else "first launch"
             )
-            events.append((int(r.msg_idx), 2, f"launch ({r.engine}): {_short(what, 80)}"))
+            flags = r.flags if isinstance(r.flags, dict) else {}
+            role = disaggregation_role(flags)
+            server = f"{r.engine} {role}" if role else r.engine
+            events.append((int(r.msg_idx), 2, f"launch ({server}): {_short(what, 80)}"))
     if not f.server_events.empty:
         for r in f.server_events.itertuples(index=False):
             if r.event in KEY_EVENTS:
