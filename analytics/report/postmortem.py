@@ -195,8 +195,9 @@ def _summary(s: _Session) -> list[str]:
     lines.append(
         f"- {_count(len(s.aborts), 'user abort')}, "
         f"{_count(n_tag('user_checkin'), 'check-in')}, "
-        f"{_count(len(f.polling_loops), 'polling loop')} "
-        f"({_duration(s.times.get('polling_wait_s'))} waiting)."
+        f"{_count(len(f.polling_loops), 'polling loop')}"
+        + (f" in {_count(len(s.waits), 'wait')}" if s.waits else "")
+        + f" ({_duration(s.times.get('polling_wait_s'))} waiting)."
     )
     lines.append(
         f"- {len(s.claims)} readiness claims: {verdicts['premature']} premature, "
