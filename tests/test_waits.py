@@ -90,3 +90,17 @@ def test_loops_without_a_target_are_one_target_and_the_view_exists() -> None:
     assert _waits(con) == [(1, 3, 2, None, 20.0, "ready", 0)]
     (n,) = con.execute("SELECT count(*) FROM v_waits WHERE session_id = ?", [SID]).fetchone()
     assert n == 1
+
+
+def test_the_session_summary_counts_waits() -> None:
+    con = _db([(2, "/root/s.log", "unknown", 31.0), (5, "/root/s.log", "ready", 31.0),
+               (8, "/root/s.log", "unknown", 31.0)])
+    con.execute(
+        "INSERT INTO sessions (session_id, source_format, native_id, source_path) "
+        "VALUES (?, 'claude_code', 'waits', '/x.jsonl')",
+        [SID],
+    )
+    (waits,) = con.execute(
+        "SELECT waits FROM v_session_summary WHERE session_id = ?", [SID]
+    ).fetchone()
+    assert waits == 2

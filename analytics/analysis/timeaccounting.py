@@ -227,6 +227,9 @@ lev AS (
 ),
 ab AS (
     SELECT session_id, count(*) AS aborts FROM abort_events GROUP BY session_id
+),
+wt AS (
+    SELECT session_id, count(*) AS waits FROM v_waits GROUP BY session_id
 )
 SELECT s.session_id, s.source_format, s.title, s.model,
     coalesce(m.messages, 0) AS messages,
@@ -241,6 +244,7 @@ SELECT s.session_id, s.source_format, s.title, s.model,
     coalesce(cl.claims_supported, 0) AS claims_supported,
     coalesce(cl.claims_unverified, 0) AS claims_unverified,
     coalesce(ta.polling_loops, 0) AS polling_loops,
+    coalesce(wt.waits, 0) AS waits,
     coalesce(ta.polling_wait_s, 0) AS polling_wait_s,
     coalesce(ta.agent_working_s, 0) AS agent_working_s,
     coalesce(ca.campaigns, 0) AS campaigns,
@@ -256,6 +260,7 @@ LEFT JOIN v_time_accounting ta USING (session_id)
 LEFT JOIN camp ca USING (session_id)
 LEFT JOIN lev l USING (session_id)
 LEFT JOIN ab USING (session_id)
+LEFT JOIN wt USING (session_id)
 """
 
 
@@ -267,5 +272,5 @@ def create_views(
 
     select = time_accounting_select(float(idle_threshold_s))
     con.execute(f"CREATE OR REPLACE VIEW v_time_accounting AS {select}")
+    create_waits_view(con)  # (the session summary counts them)
     con.execute(_SESSION_SUMMARY_SQL)
-    create_waits_view(con)
