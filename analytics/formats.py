@@ -55,9 +55,14 @@ seconds``, ``Total output lines: N``; both then ``Output:`` and what the command
 stored output keeps it; ``analytics.command_output`` reads it, as facts, for every analyser."""
 
 
-FILE_TOOLS = frozenset({
-    "read", "write", "edit", "multiedit", "notebookedit", "notebookread", "glob", "grep", "ls", "list",
-    "view", "patch", "apply_patch", "str_replace_based_edit_tool", "str_replace_editor", "todowrite", "todoread",
+FILE_WRITING_TOOLS = frozenset({
+    "write", "edit", "multiedit", "notebookedit", "patch", "apply_patch",
+    "str_replace_based_edit_tool", "str_replace_editor",
+})
+"""The file tools (lower-cased names, of ``FILE_TOOLS``) that write or change a file."""
+
+FILE_TOOLS = FILE_WRITING_TOOLS | frozenset({
+    "read", "notebookread", "glob", "grep", "ls", "list", "view", "todowrite", "todoread",
 })
 """The agents' tools (lower-cased names) that read, write or find files: their input names or
 holds a file (a launch script, a benchmark script), it does not run it; their output is the

@@ -12,6 +12,11 @@ For each ``readiness_claim`` tag the evidence in the session is weighed:
   its ready line counts only when no ready line was seen);
 - *unverified*: neither.
 
+A server or deployment claim is judged from its server's last (re)start; a claim naming one
+launched server (its port, a word of its model or served name) only on the checks addressed
+to it, so a second server on the host neither supports nor contradicts it. A feature or fix
+claim is judged from the last file change before it.
+
 Liveness vs. function follows shared/reference/TOOLING.md §1 (endpoint table)
 and §4; the strings live in ``data/readiness.json``.
 """
@@ -33,7 +38,7 @@ import pandas as pd
 from analytics.analysis.degenerate import is_degenerate
 from analytics.analysis.literals import Gated, lowered, text_of
 from analytics.command_output import command_output
-from analytics.formats import FILE_TOOLS
+from analytics.formats import FILE_TOOLS, FILE_WRITING_TOOLS
 from analytics.models import ReadinessClaim
 
 if TYPE_CHECKING:
@@ -41,7 +46,6 @@ if TYPE_CHECKING:
 
 LOOKBACK = 40
 LOOKAHEAD = 15
-_SMOKE_COMMAND = re.compile(r"chat/completions|/v1/completions|/generate\b|/v1/responses")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -52,6 +56,7 @@ class _Config:
     subjects: tuple[tuple[str, Gated], ...]
     events: dict[str, frozenset[str]]
     text: dict[str, Gated]
+    default_ports: dict[str, int]
     generation_keys: tuple[str, ...]
     version: int
 
@@ -64,6 +69,7 @@ def config() -> _Config:
         subjects=tuple((s["subject"], Gated.compile(s["regex"], re.I)) for s in data["subjects"]),
         events={k: frozenset(v) for k, v in data["events"].items()},
         text={k: Gated.compile(v, re.I | re.M) for k, v in data["text"].items()},
+        default_ports={k: int(v) for k, v in data["default_ports"].items()},
         generation_keys=tuple(data["generation_keys"]),
         version=int(data["version"]),
     )
@@ -182,12 +188,87 @@ class _Call(NamedTuple):  # a tuple: built for every call of the session, 3x che
     runs_tests: bool  # its command runs a test suite
     calls_model: bool  # its command calls a generation endpoint
     file_tool: bool  # a file tool (Read, Edit …): its output is a file's text
+    changes: bool  # it writes a file (Edit, Write …, ``sed -i``, ``cat > FILE``)
 
 
 def _command_traits(command: str) -> tuple[bool, bool]:
     """Does ``command`` run a test suite, and does it call a generation endpoint?"""
-    runs_tests = config().text["test_command"].search(command, lowered(command))
-    return runs_tests is not None, _SMOKE_COMMAND.search(command) is not None
+    low = lowered(command)
+    text = config().text
+    runs_tests = text["test_command"].search(command, low)
+    return runs_tests is not None, text["smoke_endpoint"].search(command, low) is not None
+
+
+# --------------------------------------------------------------------------- which server
+
+# An address's port (``localhost:8001``, ``http://gpu7:30000/…``, ``[::1]:8000``) or a
+# ``--port`` flag, in a check's command.
+_ADDRESS_PORT = re.compile(r"(?:[\w\]-]:|--port[= ]\s*)(\d{2,5})\b")
+# A port named in a claim: a 2-5 digit number that is not part of a larger figure.
+_NUMBER = re.compile(r"(?<![\d.,])(\d{2,5})(?![\d,]|\.\d)")
+# Words of a model name or alias: letters, or digits with a unit ("70b", "12b").
+_NAME_WORD = re.compile(r"[a-z]+|\d+[a-z]+")
+# Words of model names that say nothing of which server a claim is about.
+_GENERIC_NAME_WORDS = frozenset({"instruct", "chat", "model", "models", "base", "hf", "it"})
+
+
+def command_ports(command: str) -> frozenset[int]:
+    """The ports of the servers a command addresses (none when it names no address)."""
+    return frozenset(int(p) for p in _ADDRESS_PORT.findall(command))
+
+
+def _name_words(name: str) -> set[str]:
+    words = set(_NAME_WORD.findall(name.rsplit("/", 1)[-1].lower()))
+    return {w for w in words if len(w) > 2 and w not in _GENERIC_NAME_WORDS}
+
+
+class _Server(NamedTuple):
+    port: int
+    names: frozenset[str]  # words of its model path and served names
+
+
+def _launched_server(engine: object, model: object, flags: object) -> _Server | None:
+    """The server a ``launches`` row starts: its ``--port`` (else its engine's default)
+    and the words of its model and served names. None when neither is known."""
+    try:  # (JSON text as stored, or already read into a dict by SessionFrames)
+        parsed = json.loads(flags) if isinstance(flags, str) else flags
+    except ValueError:
+        parsed = {}
+    parsed = parsed if isinstance(parsed, dict) else {}
+    port = parsed.get("--port")
+    if port is None and isinstance(engine, str):
+        port = config().default_ports.get(engine)
+    try:
+        port = int(port)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    names: set[str] = set(_name_words(model)) if isinstance(model, str) else set()
+    for flag in ("--served-model-name", "--model-path", "--model"):
+        value = parsed.get(flag)
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, str):
+                names |= _name_words(name)
+    return _Server(port, frozenset(names))
+
+
+def claimed_port(claim_text: str, servers: list[_Server]) -> int | None:
+    """The port of the one server a claim is about: the launched port it names, else the
+    one server whose model or served name it names; None when it names none or several
+    (``both servers``, two ports)."""
+    ports = {s.port for s in servers}
+    named = {int(n) for n in _NUMBER.findall(claim_text)} & ports
+    if not named:
+        words = set(_NAME_WORD.findall(claim_text.lower()))
+        named = {s.port for s in servers if s.names & words}
+    return next(iter(named)) if len(named) == 1 else None
+
+
+def _about_other_server(command: str, port: int | None) -> bool:
+    """A check addressed to other ports only says nothing of the server on ``port``."""
+    if port is None:
+        return False
+    ports = command_ports(command)
+    return bool(ports) and port not in ports
 
 
 @lru_cache(maxsize=1)
@@ -224,18 +305,36 @@ class _Evidence:
         for i, t in zip(*tags, strict=True):
             by_tag[str(t)].add(int(i))
         self.smoke, self.bench = by_tag["smoke_test"], by_tag["benchmark"]
-        (launched,) = frames.select_lists("launches", ["msg_idx"], min_idx=self.lo)
+        # Every launch of the session names a server a claim may be about; those in the
+        # windows (from ``lo``) are where one was (re)started.
+        launched, engines, models, flags = frames.select_lists(
+            "launches", ["msg_idx", "engine", "model", "flags"]
+        )
+        port_at: dict[int, int | None] = {}
+        self.servers: list[tuple[int, _Server]] = []
+        """The servers launched, each with the message launching it."""
+        for i, engine, model, flag in zip(launched, engines, models, flags, strict=True):
+            server = _launched_server(engine, model, flag)
+            if server is not None:
+                self.servers.append((int(i), server))
+            if int(i) >= self.lo:
+                port_at[int(i)] = server.port if server is not None else None
         # A benchmark started in the background is a job, not a (re)start of the server
         # that claims are about (an engine's launch is in ``launches`` either way).
         started = by_tag["launch"] - by_tag["benchmark"]
-        self.launch_idx = sorted({int(i) for i in [*launched, *started]})
-        """Where the server a claim is about was (re)started: launches and reboots."""
+        for i in started:
+            port_at.setdefault(int(i), None)
         self._server(frames)
         self._calls(frames, np.array(claims, dtype=np.int64))
         reboots = config().text["reboot"]
-        rebooted = {c.msg for c in self.calls if c.command and reboots.search(c.command, lowered(c.command))}
-        if rebooted:
-            self.launch_idx = sorted(rebooted.union(self.launch_idx))
+        for c in self.calls:
+            if c.command and reboots.search(c.command, lowered(c.command)):
+                port_at[c.msg] = None  # (a reboot restarts every server)
+        self.launch_idx = sorted(port_at)
+        """Where a server was (re)started: launches and reboots."""
+        self.launch_port = [port_at[i] for i in self.launch_idx]
+        """The port of the server each of ``launch_idx`` (re)started; None: any (a reboot,
+        a launch whose port is unknown)."""
 
     # -- loading -------------------------------------------------------------
 
@@ -274,6 +373,7 @@ class _Evidence:
         ]
         counts = Counter(msgs)
         traits: dict[str, tuple[bool, bool]] = {}  # agents repeat their commands
+        writes = config().text["file_change"]
         self.calls: list[_Call] = []
         for m, at, cid, cmd, status, tool in zip(msgs, ats, *columns, tools, strict=True):
             command = text_of(cmd)
@@ -281,11 +381,20 @@ class _Evidence:
                 traits[command] = _command_traits(command)
             runs_tests, calls_model = traits[command]
             only = counts[m] == 1
-            file_tool = isinstance(tool, str) and tool.lower() in FILE_TOOLS
+            name = tool.lower() if isinstance(tool, str) else ""
+            file_tool = name in FILE_TOOLS
+            changes = name in FILE_WRITING_TOOLS or (
+                bool(command) and writes.search(command, lowered(command)) is not None
+            )
             self.calls.append(
-                _Call(m, at, str(cid), command, status, only, runs_tests, calls_model, file_tool)
+                _Call(
+                    m, at, str(cid), command, status, only, runs_tests, calls_model, file_tool,
+                    changes,
+                )
             )
         self.call_msg = msgs
+        self.change_msg = sorted({c.msg for c in self.calls if c.changes})
+        """Where a file was written: a feature claim's evidence starts at the last one."""
         # The calls that may be a check (their output only narrows what they are).
         may_check = [self._kind(c, None) is not None for c in self.calls]
         self.check_calls = [
@@ -415,13 +524,27 @@ class _Evidence:
             words.append(word)
         return ", ".join(words)
 
-    def window_start(self, msg_idx: int, subject: str) -> int:
+    def window_start(self, msg_idx: int, subject: str, port: int | None = None) -> int:
+        """Where a claim's evidence starts: LOOKBACK messages before it, or for a server or
+        deployment the last (re)start before it of its server (any server's when the
+        claim names none; a reboot or a launch of unknown port restarts every one), for a
+        feature or fix the last change to a file before it."""
         start = max(0, msg_idx - LOOKBACK)
         if subject in ("server", "deployment"):
-            j = bisect_left(self.launch_idx, msg_idx) - 1
-            if j >= 0 and self.launch_idx[j] >= start:
-                return self.launch_idx[j]
+            for j in range(bisect_left(self.launch_idx, msg_idx) - 1, -1, -1):
+                if self.launch_idx[j] < start:
+                    break
+                if port is None or self.launch_port[j] in (None, port):
+                    return self.launch_idx[j]
+        elif subject == "feature":  # (a check before the last change did not see it)
+            j = bisect_left(self.change_msg, msg_idx) - 1
+            if j >= 0 and self.change_msg[j] >= start:
+                return self.change_msg[j]
         return start
+
+    def claimed_port(self, msg_idx: int, claim_text: str) -> int | None:
+        """The port of the server a claim is about, of those launched before it."""
+        return claimed_port(claim_text, [s for at, s in self.servers if at < msg_idx])
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -459,21 +582,24 @@ def judge_claim(
     frames = ev.frames
     ref = frames.ref
     subject = subject_of(claim_text)
-    lo = ev.window_start(msg_idx, subject)
+    port = ev.claimed_port(msg_idx, claim_text)
+    lo = ev.window_start(msg_idx, subject, port)
     # Server observations printed in the claim's own message may be what it quotes;
     # its checks count as after the claim unless written before the claim's text.
     server_before = [
         s for s in ev.server_signals(lo, msg_idx + 1) if s.msg_idx < msg_idx or s.kind != "failure"
     ]
-    own = ev.checks(msg_idx, msg_idx + 1)
+    own = [c for c in ev.checks(msg_idx, msg_idx + 1) if not _about_other_server(c[1], port)]
     own_before = [s for s, cmd in own if _precedes_claim(message_text, claim_pos, cmd)]
-    checks_before = [s for s, _ in ev.checks(lo, msg_idx)] + own_before
+    checks_before = [
+        s for s, cmd in ev.checks(lo, msg_idx) if not _about_other_server(cmd, port)
+    ] + own_before
     hi = msg_idx + LOOKAHEAD + 1
     if next_claim is not None:
         hi = min(hi, next_claim)
     after = (
         [s for s, _ in own if s not in own_before]
-        + [s for s, _ in ev.checks(msg_idx + 1, hi)]
+        + [s for s, cmd in ev.checks(msg_idx + 1, hi) if not _about_other_server(cmd, port)]
         + [s for s in ev.server_signals(msg_idx, hi) if s.kind == "failure"]
     )
     if subject == "test run":  # (what fails after "the tests pass" that is no test run

@@ -1,0 +1,206 @@
+"""Readiness verdicts with more than one server on a host, and claims about a change.
+
+Found by a blind verdict check (README, readiness part): claims about one server were
+judged on the checks of another, a file edit naming an endpoint read as a smoke test, and
+a feature claim was "supported" by checks made before the change it claimed.
+"""
+
+import duckdb
+import pytest
+from golden.case_studies import SessionBuilder
+
+from analytics.analysis.readiness import (
+    _launched_server,
+    _Server,
+    claimed_port,
+    command_ports,
+    subject_of,
+)
+from analytics.analysis.session import analyse_session, load_session_frames
+from analytics.store.migrations import migrate
+
+SANE = '{"choices": [{"message": {"content": "The answer is 42."}}]}'
+REFUSED = "curl: (7) Failed to connect to 10.0.0.5 port 31002 after 0 ms: Couldn't connect"
+
+
+def _chat(port: int) -> str:
+    return (
+        f"curl -s http://10.0.0.5:{port}/v1/chat/completions -H 'Content-Type: application/json' "
+        """-d '{"messages": [{"role": "user", "content": "What is 6 times 7?"}]}'"""
+    )
+
+
+class _Two:
+    """A session on one host: an assistant model on port 31000 and a reranker on 31002."""
+
+    def __init__(self) -> None:
+        self.con = duckdb.connect(":memory:")
+        migrate(self.con)
+        self.b = SessionBuilder(self.con, "claude_code:two", "claude_code")
+        self.t = 0.0
+
+    def launch(self, port: int, name: str) -> None:
+        i = self.say(f"Launching {name}.")
+        command = (
+            f"python3 -m sglang.launch_server --model-path /m/{name} --port {port} "
+            f"--served-model-name {name}"
+        )
+        call = self.b.call(i, command, "", self.t)
+        self.b.launch(i, call, port=port, served_model_name=name)
+        self.b.tag(i, "launch", "sglang.launch_server")
+
+    def check(self, port: int, output: str) -> None:
+        i = self.say("Smoke test.")
+        self.b.call(i, _chat(port), output, self.t)
+        self.b.tag(i, "smoke_test", "chat/completions")
+
+    def run(self, command: str, output: str = "", tool: str = "bash") -> None:
+        self.b.call(self.say("Next."), command, output, self.t, tool=tool)
+
+    def say(self, text: str) -> int:
+        self.t += 1
+        return self.b.msg("assistant", text, self.t)
+
+    def claim(self, text: str) -> None:
+        self.b.tag(self.say(text), "readiness_claim", text, 0)
+
+    def verdicts(self) -> list[tuple[str, str]]:
+        self.b.save("two", "m")
+        claims = analyse_session(load_session_frames(self.con, "claude_code:two")).claims
+        return [(c.verdict, c.reason) for c in claims]
+
+
+def test_a_check_of_another_port_neither_supports_nor_contradicts_a_claim() -> None:
+    s = _Two()
+    s.launch(31000, "assistant-model")
+    s.launch(31002, "reranker")
+    s.check(31000, SANE)
+    s.claim("The reranker on port 31002 is ready.")
+    s.check(31000, SANE)
+    s.check(31002, REFUSED)
+    s.claim("The assistant model on 31000 is serving fine.")
+    (reranker, why), (assistant, _) = s.verdicts()
+    assert reranker == "premature", why
+    assert "31002" in why  # contradicted by the check of its own port
+    assert assistant == "supported"
+
+
+def test_a_claim_names_its_server_by_its_model_or_served_name() -> None:
+    s = _Two()
+    s.launch(31000, "assistant-model")
+    s.launch(31002, "reranker")
+    s.check(31000, SANE)
+    s.claim("The reranker is up and answering.")
+    ((verdict, why),) = s.verdicts()
+    assert verdict == "unverified", why
+
+
+def test_a_relaunch_restarts_the_evidence_of_its_own_server_only() -> None:
+    s = _Two()
+    s.launch(31000, "assistant-model")
+    s.launch(31002, "reranker")
+    s.check(31002, SANE)
+    s.check(31000, SANE)
+    s.launch(31002, "reranker")  # (a relaunch of the reranker says nothing of 31000)
+    s.claim("The assistant model on 31000 is still serving.")
+    s.launch(31000, "assistant-model")
+    s.check(31002, SANE)  # (only the reranker was checked since 31000 was relaunched)
+    s.claim("The assistant model is back up on 31000.")
+    (kept, why), (relaunched, why_relaunched) = s.verdicts()
+    assert kept == "supported", why
+    assert relaunched == "unverified", why_relaunched
+
+
+def test_a_claim_about_both_servers_is_judged_on_the_checks_of_either() -> None:
+    s = _Two()
+    s.launch(31000, "assistant-model")
+    s.launch(31002, "reranker")
+    s.check(31000, SANE)
+    s.check(31002, SANE)
+    s.claim("Both servers are up: 31000 and 31002 answer.")
+    ((verdict, why),) = s.verdicts()
+    assert verdict == "supported", why
+
+
+def test_an_edit_naming_an_endpoint_is_no_smoke_test() -> None:
+    s = _Two()
+    s.launch(31000, "assistant-model")
+    s.run(
+        "sed -i 's#/generate#/v1/completions#' client/app.py && grep -n completions client/app.py",
+        "27:    resp = session.post(BASE + '/v1/completions', json=body)",
+    )
+    s.claim("The server answers the client now.")
+    ((verdict, why),) = s.verdicts()
+    assert verdict == "unverified", why
+
+
+@pytest.mark.parametrize(
+    ("command", "tool"),
+    [
+        ("sed -i 's/retries=3/retries=5/' uploader/config.py", "bash"),
+        ("cat > uploader/retry.py <<'EOF'\nRETRIES = 5\nEOF", "bash"),
+        ("", "Edit"),
+    ],
+)
+def test_checks_before_the_last_change_do_not_support_a_fix(command: str, tool: str) -> None:
+    for test_after in (False, True):
+        s = _Two()
+        s.run("python -m pytest tests/test_uploader.py -q", "14 passed in 2.31s")
+        s.run(command, "", tool=tool)
+        if test_after:
+            s.run("python -m pytest tests/test_uploader.py -q", "14 passed in 2.40s")
+        s.claim("Fixed the retry limit in the uploader.")
+        ((verdict, why),) = s.verdicts()
+        assert verdict == ("supported" if test_after else "unverified"), why
+
+
+@pytest.mark.parametrize(
+    "record",
+    ["echo 'c32,1318.2' >> results.csv", "nvidia-smi | tee gpu_after_bench.txt"],
+)
+def test_recording_a_result_is_no_change(record: str) -> None:
+    s = _Two()
+    s.launch(31000, "assistant-model")
+    i = s.say("Benchmark.")
+    s.b.call(i, "python3 -m sglang.bench_serving --port 31000", "Output token throughput (tok/s): 1318.2", s.t)
+    s.b.tag(i, "benchmark", "sglang.bench_serving")
+    s.run(record)
+    s.claim("The benchmark run is complete: 1318 tok/s.")
+    ((verdict, why),) = s.verdicts()
+    assert verdict == "supported", why
+
+
+def test_ports_of_commands_and_claims() -> None:
+    assert command_ports(_chat(31002)) == {31002}
+    assert command_ports("python3 -m sglang.bench_serving --port 31000 --num-prompts 8") == {31000}
+    assert command_ports("curl -s http://gpu7/v1/models") == frozenset()
+    servers = [_Server(31000, frozenset({"llama", "70b"})), _Server(31002, frozenset({"reranker"}))]
+    assert claimed_port("The 70B is back", servers) == 31000
+    assert claimed_port("port 31002 answers", servers) == 31002
+    assert claimed_port("Both are up: the 70B and the reranker", servers) is None
+    assert claimed_port("1,310 tok/s at 31000", servers) == 31000
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "Both inference servers are back after the reboot.",
+        "vLLM is back up.",
+        "The endpoints answer again.",
+    ],
+)
+def test_servers_coming_back_are_server_claims(claim: str) -> None:
+    assert subject_of(claim) == "server"
+
+
+@pytest.mark.parametrize(
+    "flags", ['{"--port": 31002, "--served-model-name": "reranker"}',
+              {"--port": 31002, "--served-model-name": "reranker"}],
+    ids=["stored JSON", "read into a dict"],
+)
+def test_a_launch_names_its_server_whichever_way_its_flags_were_read(flags: object) -> None:
+    """A ``launches`` row's flags are JSON text in the database and a dict in a frame read
+    whole (``SessionFrames``): the server is the same."""
+    server = _launched_server("sglang", "/m/bge-reranker", flags)
+    assert server is not None and server.port == 31002
+    assert {"reranker", "bge"} <= server.names
