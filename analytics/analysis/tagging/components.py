@@ -77,6 +77,32 @@ if not Token.has_extension("checkin_typo"):
     Token.set_extension("checkin_typo", getter=_checkin_typo)
 """A check-in word typed with one slip (``{"_": {"checkin_typo": true}}`` in a rule)."""
 
+CJK_ASK_MAX_CHARS = 8
+"""Longer runs of Chinese text ending in a question particle are requests, not status asks."""
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
+
+
+@lru_cache(maxsize=4096)
+def _cjk_done_ask(text: str) -> bool:
+    """Chinese is not split into words, so a short ask such as 现在能用了吗 ("usable now?") is
+    one token: all Chinese, short, ending in a completed-aspect question (了吗, 了没 …)."""
+    if not text or len(text) > CJK_ASK_MAX_CHARS or not all(_is_cjk(ch) for ch in text):
+        return False
+    return any(text.endswith(s) for s in lexicon()["checkin_cjk_done"])
+
+
+def _checkin_cjk_done(token: Token) -> bool:
+    return _cjk_done_ask(token.text)
+
+
+if not Token.has_extension("checkin_cjk_done"):
+    Token.set_extension("checkin_cjk_done", getter=_checkin_cjk_done)
+"""A short Chinese "has it … yet?" ask (``{"_": {"checkin_cjk_done": true}}`` in a rule,
+before a question mark: a rule must hold a word or a punctuation mark its prefilter can find)."""
+
 
 class RuleError(ValueError):
     """A rules file line that does not fit the schema (names file, line, what to fix)."""
@@ -466,6 +492,7 @@ class ProseFilter:
         self.hedge = lex["hedge"]
         self.negation = lex["negation"]
         self.continuing = lex["continuing_state"]
+        self.phrasal_up = lex["phrasal_up"]
         self.speculation = lex["speculation"]
         self.failure = lex["failure_cue"]
         self.observed_failure = lex["failure_cue"] | lex["failure_opener"]
@@ -496,7 +523,7 @@ class ProseFilter:
                 return False
             if self._negates(window) or any(t.lower_ in ("yet",) for t in tail):
                 return False
-            return True
+            return not self._phrasal_up(span)
         # diagnosis
         if any(w in self.speculation for w in before[-6:]):
             return False
@@ -526,6 +553,12 @@ class ProseFilter:
             and not (w == "still" and i + 1 < len(words) and words[i + 1] in self.continuing)
             for i, w in enumerate(words)
         )
+
+    def _phrasal_up(self, span: Span) -> bool:
+        """The claim's "up" belongs to a verb before it ("it only showed up now", "turned up
+        again"): it appeared, nothing came up."""
+        first = span[0]
+        return first.lower_ == "up" and first.i > 0 and first.nbor(-1).lower_ in self.phrasal_up
 
     # --- diagnosis helpers -------------------------------------------------
     @staticmethod

@@ -31,9 +31,13 @@ from analytics.models import MessageContext, PollingLoop, ToolCall, trusted
 CHECK_PROGRAMS = frozenset(
     "tail grep egrep rg curl wget nvidia-smi ps pgrep ls cat test [ [[ head nc ss netstat lsof "
     "kubectl squeue sacct docker systemctl journalctl stat wc find du free df pidof jq "
-    "python python3 http".split()
+    "python python3 http ping".split()
 )
-"""Programs that look at the state of something (a log, a port, a process, a GPU)."""
+"""Programs that look at the state of something (a log, a port, a process, a GPU, a host)."""
+PYTHONS = frozenset({"python", "python3"})
+SSH_OPTIONS_WITH_ARG = frozenset("-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w".split())
+NO_OP_COMMANDS = (["true"], [":"], ["exit"], ["exit", "0"], ["echo", "ok"], ["echo", "up"])
+"""Remote commands that do nothing: ``ssh host true`` only tests that the host answers."""
 ACTING_SUBCOMMANDS = {
     "systemctl": frozenset("start restart stop enable disable reload reload-or-restart try-restart kill "
                            "daemon-reload reset-failed mask unmask isolate".split()),
@@ -143,6 +147,8 @@ def is_check(cmd: SimpleCommand) -> bool:
     core = core_words(cmd.words)
     if cmd.name == "kill":
         return core[1:2] == ["-0"]
+    if cmd.name == "ssh":
+        return _ssh_remote(core) in NO_OP_COMMANDS
     if cmd.name not in CHECK_PROGRAMS:
         return False
     acts = ACTING_SUBCOMMANDS.get(cmd.name)
@@ -150,6 +156,15 @@ def is_check(cmd: SimpleCommand) -> bool:
         return True
     sub = next((w for w in core[1:] if not w.startswith("-")), "")
     return sub not in acts
+
+
+def _ssh_remote(core: list[str]) -> list[str]:
+    """The command ``ssh [options] host command…`` runs on the host (its words split again:
+    ``ssh h 'exit 0'`` and ``ssh h exit 0`` run the same)."""
+    i = 1
+    while i < len(core) and core[i].startswith("-"):
+        i += 2 if core[i] in SSH_OPTIONS_WITH_ARG else 1
+    return " ".join(core[i + 1 :]).split()
 
 
 def _checks(cmds: list[SimpleCommand]) -> tuple[str, ...]:
@@ -260,15 +275,38 @@ def loop_shape(command: str) -> LoopShape | None:
                 elif w.startswith("-n") and len(w) > 2:
                     interval = seconds(w[2:]) or interval
             return LoopShape("watch", interval, None, timeout_s, _checks(script.commands))
-    top = [c for c in script.commands if not c.loops]
-    for a, b in zip(top, top[1:], strict=False):
+    return _sleep_then_look(script, timeout_s)
+
+
+def _sleep_then_look(script: ShellScript, timeout_s: float | None) -> LoopShape | None:
+    """``sleep N; check``: a sleep outside any loop, then a command that looks (``tail``,
+    ``ssh host 'curl …'``), or a loop without a sleep of its own that looks (``sleep 60;
+    for p in 8001 8002; do curl …; done``): a second look after a wait."""
+    cmds = script.commands
+    top = [c for c in cmds if not c.loops]
+    for k, a in enumerate(cmds[:-1]):
         core = core_words(a.words)
-        if core and core[0] == "sleep" and a.next_op in ("&&", ";", "\n") and len(core) > 1:
-            if _starts_something(b):
-                continue
-            if is_check(b) or (b.name in ("ssh", "docker", "kubectl") and _checks(top)):
-                return LoopShape("sleep_check", seconds(core[1]), 1, timeout_s, (b.name,))
+        if a.loops or not core or core[0] != "sleep" or a.next_op not in ("&&", ";", "\n") or len(core) < 2:
+            continue
+        b = cmds[k + 1]
+        if _starts_something(b):
+            continue
+        wraps = b.name in ("ssh", "docker", "kubectl")
+        if _looks([b]) or (wraps and (_checks(top) or _looks(cmds[k + 2 :]))):
+            return LoopShape("sleep_check", seconds(core[1]), 1, timeout_s, (b.name,))
     return None
+
+
+def _looks(cmds: list[SimpleCommand]) -> bool:
+    """A check among ``cmds`` that does not just filter another command's output; in a loop,
+    not a Python program (``for c in 1 8; do python bench.py -c $c; done`` is a sweep)."""
+    def looks(c: SimpleCommand) -> bool:
+        return is_check(c) and not (c.loops and c.name in PYTHONS)
+
+    def filters(prev: SimpleCommand) -> bool:
+        return prev.next_op == "|" and not looks(prev) and prev.name not in ("echo", "printf")
+
+    return any(looks(c) and not (k and filters(cmds[k - 1])) for k, c in enumerate(cmds))
 
 
 def _starts_something(cmd: SimpleCommand) -> bool:

@@ -319,6 +319,8 @@ def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: lis
     by_exit = exit_code_hit(call.exit_code)
     if (by_exit is not None or call.status == "error") and _ran_on(call):
         return []
+    if by_exit is not None and _expected_exit(call):
+        return []
     if by_exit is not None:
         return [by_exit]
     if call.status == "error":
@@ -328,6 +330,27 @@ def error_hits(rules: ToolRules, call: ToolCall, aborted: bool, output_hits: lis
         start = printed.start + max(out.find(first), 0) if out.strip() else 0
         return [Hit("error", "error:status", first, start, start + len(first))]
     return []
+
+
+GREP_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg"})
+NO_MATCH_OUTPUTS = frozenset({"", "0"})
+"""What a last ``grep`` that found nothing prints: nothing, or ``0`` with ``-c``."""
+DISCONNECTING = re.compile(r"\b(?:reboot|shutdown|poweroff|halt)\b|\binit\s+[06]\b")
+SSH_DROPPED = "closed by remote host"
+
+
+def _expected_exit(call: ToolCall) -> bool:
+    """A non-zero exit that reports no failure: the last command is a ``grep`` that found no
+    line (exit 1, nothing printed or a count of 0), or a reboot ended the ssh session that
+    ran it (exit 255, "Connection … closed by remote host")."""
+    command = call.command or ""
+    if not command:
+        return False
+    out = command_output(call.output).text.strip()
+    if call.exit_code == 1 and out in NO_MATCH_OUTPUTS:
+        cmds = parse_shell(command).commands
+        return bool(cmds) and cmds[-1].name in GREP_PROGRAMS
+    return call.exit_code == 255 and SSH_DROPPED in out and bool(DISCONNECTING.search(command))
 
 
 def _ran_on(call: ToolCall) -> bool:

@@ -38,7 +38,8 @@ NUMBER = r"[+\-±~]?[.,]?\d[\d,./]*(?:st|nd|rd|th)?"
 """Where a LIKE_NUM token can start (number words are listed as words)."""
 _NUM_WORDS = frozenset({*_num_words, *_ordinal_words})
 _TEXT_KEYS = ("LOWER", "ORTH", "TEXT", "NORM")
-_IGNORED = ("IS_SENT_START", "OP", "IS_SPACE", "IS_ASCII", "IS_LOWER", "IS_UPPER", "IS_TITLE")
+_IGNORED = ("IS_SENT_START", "OP", "IS_SPACE", "IS_ASCII", "IS_LOWER", "IS_UPPER", "IS_TITLE", "IS_PUNCT", "LENGTH")
+"""Attributes that only narrow a token down: any word is a superset."""
 _SENT_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)|\n\s*\n")
 _LETTER_END = r"(?![^\W\d_])"
 
