@@ -39,6 +39,14 @@ class _Two:
         self.b = SessionBuilder(self.con, "claude_code:two", "claude_code")
         self.t = 0.0
 
+    @classmethod
+    def launched(cls) -> "_Two":
+        """The session once both servers were launched (the assistant model first)."""
+        s = cls()
+        s.launch(31000, "assistant-model")
+        s.launch(31002, "reranker")
+        return s
+
     def launch(self, port: int, name: str) -> None:
         i = self.say(f"Launching {name}.")
         command = (
@@ -71,9 +79,7 @@ class _Two:
 
 
 def test_a_check_of_another_port_neither_supports_nor_contradicts_a_claim() -> None:
-    s = _Two()
-    s.launch(31000, "assistant-model")
-    s.launch(31002, "reranker")
+    s = _Two.launched()
     s.check(31000, SANE)
     s.claim("The reranker on port 31002 is ready.")
     s.check(31000, SANE)
@@ -86,9 +92,7 @@ def test_a_check_of_another_port_neither_supports_nor_contradicts_a_claim() -> N
 
 
 def test_a_claim_names_its_server_by_its_model_or_served_name() -> None:
-    s = _Two()
-    s.launch(31000, "assistant-model")
-    s.launch(31002, "reranker")
+    s = _Two.launched()
     s.check(31000, SANE)
     s.claim("The reranker is up and answering.")
     ((verdict, why),) = s.verdicts()
@@ -96,9 +100,7 @@ def test_a_claim_names_its_server_by_its_model_or_served_name() -> None:
 
 
 def test_a_relaunch_restarts_the_evidence_of_its_own_server_only() -> None:
-    s = _Two()
-    s.launch(31000, "assistant-model")
-    s.launch(31002, "reranker")
+    s = _Two.launched()
     s.check(31002, SANE)
     s.check(31000, SANE)
     s.launch(31002, "reranker")  # (a relaunch of the reranker says nothing of 31000)
@@ -112,9 +114,7 @@ def test_a_relaunch_restarts_the_evidence_of_its_own_server_only() -> None:
 
 
 def test_a_claim_about_both_servers_is_judged_on_the_checks_of_either() -> None:
-    s = _Two()
-    s.launch(31000, "assistant-model")
-    s.launch(31002, "reranker")
+    s = _Two.launched()
     s.check(31000, SANE)
     s.check(31002, SANE)
     s.claim("Both servers are up: 31000 and 31002 answer.")

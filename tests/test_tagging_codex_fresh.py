@@ -9,25 +9,14 @@ ask about, readiness phrasings, and a temporal "since".
 from __future__ import annotations
 
 import pytest
+from _tagging import bash_call, context, tag_names
 
 from analytics.analysis.tagging import Tagger, loop_shape
-from analytics.models import Message, MessageContext, ToolCall
-
-SID = "test:fresh"
 
 
 @pytest.fixture(scope="module")
 def tagger() -> Tagger:
     return Tagger()
-
-
-def _ctx(role: str, text: str = "", calls: tuple[ToolCall, ...] = ()) -> MessageContext:
-    m = Message(session_id=SID, msg_idx=0, source_id="0", role=role, text=text)  # type: ignore[arg-type]
-    return MessageContext(message=m, calls=list(calls), results=list(calls))
-
-
-def _tags(tagger: Tagger, c: MessageContext) -> set[str]:
-    return {t.tag for t in tagger.tag([c])}
 
 
 # --- polling ------------------------------------------------------------------
@@ -92,10 +81,8 @@ def test_loops_that_look_or_leave_on_a_condition_still_poll(command: str) -> Non
     ('{"errors": 0, "checked": 12}', False),
 ])
 def test_openai_style_error_body(tagger: Tagger, body: str, expected: bool) -> None:
-    c = ToolCall(session_id=SID, msg_idx=0, call_id="c0", tool="exec_command",
-                 command="curl -s localhost:8000/v1/completions -d @req.json", output=body,
-                 status="completed", exit_code=0, result_msg_idx=0)
-    assert ("error" in _tags(tagger, _ctx("assistant", calls=(c,)))) is expected
+    c = bash_call("curl -s localhost:8000/v1/completions -d @req.json", body, 0, "exec_command")
+    assert ("error" in tag_names(tagger, context("assistant", calls=(c,)))) is expected
 
 
 # --- user check-ins -------------------------------------------------------------
@@ -116,7 +103,7 @@ def test_openai_style_error_body(tagger: Tagger, body: str, expected: bool) -> N
     ("go ahead with the int4 export", False),
 ])
 def test_checkin_naming_its_subject(tagger: Tagger, text: str, expected: bool) -> None:
-    assert ("user_checkin" in _tags(tagger, _ctx("user", text))) is expected
+    assert ("user_checkin" in tag_names(tagger, context("user", text))) is expected
 
 
 # --- readiness claims -------------------------------------------------------------
@@ -133,7 +120,7 @@ def test_checkin_naming_its_subject(tagger: Tagger, text: str, expected: bool) -
     ("Is the crash gone?", False),
 ])
 def test_readiness_phrasings(tagger: Tagger, text: str, expected: bool) -> None:
-    assert ("readiness_claim" in _tags(tagger, _ctx("assistant", text))) is expected
+    assert ("readiness_claim" in tag_names(tagger, context("assistant", text))) is expected
 
 
 # --- diagnosis ----------------------------------------------------------------------
@@ -145,4 +132,4 @@ def test_readiness_phrasings(tagger: Tagger, text: str, expected: bool) -> None:
     ("It crashed since the tokenizer path was wrong.", True),
 ])
 def test_temporal_since_is_not_a_cause(tagger: Tagger, text: str, expected: bool) -> None:
-    assert ("diagnosis" in _tags(tagger, _ctx("assistant", text))) is expected
+    assert ("diagnosis" in tag_names(tagger, context("assistant", text))) is expected

@@ -12,30 +12,14 @@ session a reboot closed; a sleep before a loop that looks, and waits for a host 
 from __future__ import annotations
 
 import pytest
+from _tagging import bash_call, context, tag_names
 
 from analytics.analysis.tagging import Tagger, loop_shape
-from analytics.models import Message, MessageContext, ToolCall
-
-SID = "test:oc-fresh"
 
 
 @pytest.fixture(scope="module")
 def tagger() -> Tagger:
     return Tagger()
-
-
-def _ctx(role: str, text: str = "", calls: tuple[ToolCall, ...] = ()) -> MessageContext:
-    m = Message(session_id=SID, msg_idx=0, source_id="0", role=role, text=text)  # type: ignore[arg-type]
-    return MessageContext(message=m, calls=list(calls), results=list(calls))
-
-
-def _tags(tagger: Tagger, c: MessageContext) -> set[str]:
-    return {t.tag for t in tagger.tag([c])}
-
-
-def _call(command: str, output: str, exit_code: int | None) -> ToolCall:
-    return ToolCall(session_id=SID, msg_idx=0, call_id="c0", tool="bash", command=command,
-                    output=output, status="completed", exit_code=exit_code, result_msg_idx=0)
 
 
 # --- check-ins ------------------------------------------------------------------
@@ -65,7 +49,7 @@ def _call(command: str, output: str, exit_code: int | None) -> ToolCall:
     ("great. deploy it to staging", False),
 ])
 def test_checkin_phrasings(tagger: Tagger, text: str, expected: bool) -> None:
-    assert ("user_checkin" in _tags(tagger, _ctx("user", text))) is expected
+    assert ("user_checkin" in tag_names(tagger, context("user", text))) is expected
 
 
 # --- readiness --------------------------------------------------------------------
@@ -82,7 +66,7 @@ def test_checkin_phrasings(tagger: Tagger, text: str, expected: bool) -> None:
     ("Once the replicas are up I'll run the sweep.", False),
 ])
 def test_readiness_phrasings(tagger: Tagger, text: str, expected: bool) -> None:
-    assert ("readiness_claim" in _tags(tagger, _ctx("assistant", text))) is expected
+    assert ("readiness_claim" in tag_names(tagger, context("assistant", text))) is expected
 
 
 # --- errors -----------------------------------------------------------------------
@@ -107,8 +91,8 @@ def test_readiness_phrasings(tagger: Tagger, text: str, expected: bool) -> None:
     ("ssh gpu1 'uptime'", "ssh: connect to host gpu1 port 22: Connection refused", 255, True),
 ])
 def test_error_families(tagger: Tagger, command: str, output: str, exit_code: int, expected: bool) -> None:
-    c = _call(command, output, exit_code)
-    assert ("error" in _tags(tagger, _ctx("assistant", calls=(c,)))) is expected
+    c = bash_call(command, output, exit_code)
+    assert ("error" in tag_names(tagger, context("assistant", calls=(c,)))) is expected
 
 
 # --- polling ----------------------------------------------------------------------
