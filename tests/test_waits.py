@@ -47,7 +47,10 @@ def _db(
 
 def _waits(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     """(first, last, polls, target, waited_s, outcome, checkins) of each wait."""
-    return [(w[1], w[2], w[3], w[4], w[7], w[8], w[9]) for w in session_waits(con, SID)]
+    return [
+        (w.first_msg_idx, w.last_msg_idx, w.polls, w.target, w.waited_s, w.outcome, w.checkins)
+        for w in session_waits(con, SID)
+    ]
 
 
 def test_polls_of_one_target_are_one_wait_until_one_ends_it() -> None:

@@ -17,7 +17,7 @@ polled.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import duckdb
 
@@ -74,12 +74,26 @@ def create_waits_view(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE OR REPLACE VIEW v_waits AS {WAITS_SELECT}")
 
 
-def session_waits(con: duckdb.DuckDBPyConnection, session_id: str) -> list[tuple[Any, ...]]:
-    """The waits of one session in order: (wait_no, first_msg_idx, last_msg_idx, polls,
-    target, interval_min_s, interval_max_s, waited_s, outcome, checkins)."""
-    return con.execute(
-        "SELECT wait_no, first_msg_idx, last_msg_idx, polls, target, interval_min_s, "
-        f"interval_max_s, waited_s, outcome, checkins FROM ({WAITS_SELECT}) "
+class Wait(NamedTuple):
+    """One row of ``v_waits`` (its session left out)."""
+
+    wait_no: int
+    first_msg_idx: int
+    last_msg_idx: int
+    polls: int
+    target: str | None
+    interval_min_s: float | None
+    interval_max_s: float | None
+    waited_s: float | None
+    outcome: str
+    checkins: int
+
+
+def session_waits(con: duckdb.DuckDBPyConnection, session_id: str) -> list[Wait]:
+    """The waits of one session, in order."""
+    rows = con.execute(
+        f"SELECT {', '.join(Wait._fields)} FROM ({WAITS_SELECT}) "
         "WHERE session_id = ? ORDER BY wait_no",
         [session_id],
     ).fetchall()
+    return [Wait(*row) for row in rows]

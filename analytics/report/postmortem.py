@@ -399,12 +399,11 @@ def _polling(s: _Session) -> list[str]:
         ]
         listed = waits
         if len(waits) > MAX_TABLE_ROWS:
-            listed = sorted(
-                sorted(waits, key=lambda w: (-(w[7] if not _missing(w[7]) else -1.0), w[1]))[
-                    :MAX_TABLE_ROWS
-                ],
-                key=lambda w: w[0],
+            longest = sorted(
+                waits,
+                key=lambda w: (_missing(w.waited_s), -(w.waited_s or 0.0), w.first_msg_idx),
             )
+            listed = sorted(longest[:MAX_TABLE_ROWS], key=lambda w: w.wait_no)
             lines += [
                 f"_{len(listed)} of {len(waits)} waits: the longest, in message order; every "
                 "wait is in the `v_waits` view, every loop in the `polling_loops` table._",
@@ -413,18 +412,18 @@ def _polling(s: _Session) -> list[str]:
         timed = s.timed()
         rows = [
             [
-                no,
-                s.ref(first),
-                *([s.ts(first)] if timed else []),
-                s.ref(last) if last != first else "–",
-                polls,
-                _interval(low, high),
-                _duration(waited),
-                checkins,
-                outcome,
-                _short(target, 50),
+                w.wait_no,
+                s.ref(w.first_msg_idx),
+                *([s.ts(w.first_msg_idx)] if timed else []),
+                s.ref(w.last_msg_idx) if w.last_msg_idx != w.first_msg_idx else "–",
+                w.polls,
+                _interval(w.interval_min_s, w.interval_max_s),
+                _duration(w.waited_s),
+                w.checkins,
+                w.outcome,
+                _short(w.target, 50),
             ]
-            for no, first, last, polls, target, low, high, waited, outcome, checkins in listed
+            for w in listed
         ]
         lines += _table(
             ["wait", "first poll", *(["time"] if timed else []), "last poll", "polls",
