@@ -80,6 +80,8 @@ def test_readiness_phrasings(tagger: Tagger, text: str, expected: bool) -> None:
     ("curl -si localhost:9000/generate", "HTTP/2 502\nserver: envoy\n", 0, True),
     ("curl -s localhost:9000/generate", "<html><head><title>504 Gateway Time-out</title></head></html>", 0, True),
     ("curl -si localhost:9000/health", "HTTP/1.1 200 OK\ncontent-length: 0\n", 0, False),
+    ("curl -si localhost:9000/v1/models", "HTTP/1.0 503 Service Unavailable\n", 0, True),
+    ("tail -3 server.log", 'INFO:     127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK\n', 0, False),
     ("curl -s localhost:9000/generate", "curl: (28) Operation timed out after 5001 milliseconds", 0, True),
     ("tail -3 worker.log", "terminate called after throwing an instance of 'std::runtime_error'\n  what():  boom", 0, True),
     ("tail -3 worker.log", "[rank1]:[E0301] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)", 0, True),
