@@ -191,12 +191,15 @@ class _Call(NamedTuple):  # a tuple: built for every call of the session, 3x che
     changes: bool  # it writes a file (Edit, Write …, ``sed -i``, ``cat > FILE``)
 
 
-def _command_traits(command: str) -> tuple[bool, bool]:
-    """Does ``command`` run a test suite, and does it call a generation endpoint?"""
+def _command_traits(command: str) -> tuple[bool, bool, bool]:
+    """Does ``command`` run a test suite, does it call a generation endpoint, and does it
+    change a file (``sed -i``, ``cat > FILE <<EOF`` …)?"""
     low = lowered(command)
     text = config().text
     runs_tests = text["test_command"].search(command, low)
-    return runs_tests is not None, text["smoke_endpoint"].search(command, low) is not None
+    calls_model = text["smoke_endpoint"].search(command, low)
+    changes = text["file_change"].search(command, low)
+    return runs_tests is not None, calls_model is not None, changes is not None
 
 
 # --------------------------------------------------------------------------- which server
@@ -372,20 +375,17 @@ class _Evidence:
             for m, a in zip(msgs, results, strict=True)
         ]
         counts = Counter(msgs)
-        traits: dict[str, tuple[bool, bool]] = {}  # agents repeat their commands
-        writes = config().text["file_change"]
+        traits: dict[str, tuple[bool, bool, bool]] = {}  # agents repeat their commands
         self.calls: list[_Call] = []
         for m, at, cid, cmd, status, tool in zip(msgs, ats, *columns, tools, strict=True):
             command = text_of(cmd)
             if command not in traits:
                 traits[command] = _command_traits(command)
-            runs_tests, calls_model = traits[command]
+            runs_tests, calls_model, edits = traits[command]
             only = counts[m] == 1
             name = tool.lower() if isinstance(tool, str) else ""
             file_tool = name in FILE_TOOLS
-            changes = name in FILE_WRITING_TOOLS or (
-                bool(command) and writes.search(command, lowered(command)) is not None
-            )
+            changes = name in FILE_WRITING_TOOLS or edits
             self.calls.append(
                 _Call(
                     m, at, str(cid), command, status, only, runs_tests, calls_model, file_tool,
