@@ -51,6 +51,7 @@ CHECKINS = [
     "so?", "are we good?", "did it work?", "how long?", "any news?", "is the server up?",
     "  ready?  ", "ok? ", "and now?", "hey, status?", "where are we?", "what's the status?",
     "numbers?", "it's been six minutes, what's happening?", "been 20 min, status?",
+    "any numbers yet?", "any figures on the c32 run?",
 ]
 NOT_CHECKINS = [
     "ok, now run the benchmark at concurrency 16", "yes go ahead", "ok", "okay", "yes",

@@ -123,6 +123,21 @@ def target_cue() -> re.Pattern[str]:
 
 
 @lru_cache(maxsize=1)
+def _concurrency_patterns() -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.I) for p in _targets().get("concurrency_patterns", []))
+
+
+def stated_concurrency(*texts: str) -> int | None:
+    """The concurrency a target names, read in the first of ``texts`` that names one
+    (the goal's sentence, then its whole message): the earliest match in that text."""
+    for text in texts:
+        found = [m for p in _concurrency_patterns() if (m := p.search(text))]
+        if found:
+            return int(min(found, key=lambda m: m.start()).group("n"))
+    return None
+
+
+@lru_cache(maxsize=1)
 def _failure_patterns() -> tuple[tuple[str, Gated], ...]:
     data = _load("failures.json")
     return tuple((p["kind"], Gated.compile(p["regex"], re.I)) for p in data["patterns"])
@@ -166,6 +181,7 @@ class Goal:
     factor: float | None
     unit: str
     percentile: str | None = None  # "p99" when the target names one ("p99 TTFT under …")
+    concurrency: int | None = None  # the load it names ("at concurrency 64")
 
 
 def sentences(text: str) -> list[str]:
@@ -315,6 +331,7 @@ def find_goals(messages: pd.DataFrame) -> list[Goal]:
         for sentence in sentences(text):
             goal = _goal_in(sentence, int(msg_idx))
             if goal:
+                goal.concurrency = stated_concurrency(sentence, text)
                 goals.append(goal)
                 break
     return goals
@@ -643,6 +660,7 @@ class _LeverWalk:
         self.launches: Counter[str] = Counter()  # launches of each server so far
         self.baseline: dict[tuple[str, str | None], float] | None = None
         self.measured = False  # the metric was measured: a configuration to compare with
+        self.last_launch = -1  # the message of the latest launch walked
 
     def _spec(self, name: str) -> LeverSpec | None:
         return next((s for s in self.vocab.levers if s.name == name), None)
@@ -678,6 +696,7 @@ class _LeverWalk:
         return self.has_launches and spec is not None and bool(spec.flags)
 
     def launch(self, ev: Event) -> None:
+        self.last_launch = ev.msg_idx
         back = self._reverted(ev)
         reverts = f" (reverts {', '.join(back)}, an earlier setting)" if back else ""
         cur = self.current
@@ -785,17 +804,35 @@ class _LeverWalk:
 
     def _is_retry(self, cur: _Draft, ev: Event, specs: list[LeverSpec]) -> bool:
         """After a failure: does this launch retry the lever (its own flags still set, or
-        only tuning flags such as --mem-fraction-static changed) rather than revert it?"""
+        only tuning flags such as --mem-fraction-static changed) rather than revert it?
+        A swept setting (a tuning or unknown flag, named by its value) set to yet another
+        value is the next step of the sweep, not a retry: ``--max-num-seqs 512`` crashed,
+        ``384`` is measured as itself."""
         spec = self._spec(cur.name)
+        if (spec is None or spec.role != "primary") and self._resets(cur, ev):
+            return False
         if spec and any(
             spec.matches_flag(f) and v not in (None, False) for f, v in ev.flags.items()
         ):
             return True
         return bool(specs) and all(s.role == "tuning" for s in specs)
 
+    @staticmethod
+    def _resets(cur: _Draft, ev: Event) -> bool:
+        """Does this launch set one of ``cur``'s flags to a value other than the lever's
+        own, the one before it, or unset?"""
+        return any(
+            ev.flags.get(f) not in (None, False, before, value)
+            for f, (before, value) in cur.setting.items()
+        )
+
     def fail(self, ev: Event) -> None:
         cur = self.current
         if ev.kind == "fail_text" and ev.lever and (cur is None or ev.lever != cur.name):
+            if cur is not None and self._explains_failure(cur):
+                # "OOM during CUDA graph capture": where the lever's failure happened
+                cur.touch(ev.msg_idx, f"{self.ref(ev.msg_idx)}: {ev.detail[:160]}")
+                return
             if ev.lever not in self.concluded and self._tried(ev.lever):
                 # a lever tried without being announced, whose failure is then stated
                 draft = self._open(
@@ -814,6 +851,18 @@ class _LeverWalk:
             return
         cur.failures.append((ev.msg_idx, kind))
         cur.touch(ev.msg_idx, f"{kind} at {self.ref(ev.msg_idx)}")
+
+    def _explains_failure(self, cur: _Draft) -> bool:
+        """Is a stated failure now about ``cur``'s own failure? It is when ``cur`` failed,
+        unmeasured, and no server was launched since: the technique the sentence names
+        (a start-up step such as CUDA graph capture or torch.compile) says where it
+        failed, not what else was tried."""
+        return (
+            bool(cur.failures)
+            and not cur.frozen
+            and cur.after is None
+            and cur.failures[-1][0] >= self.last_launch
+        )
 
     def _tried(self, name: str) -> bool:
         """Can a stated failure naming lever ``name`` be that lever's? Not a tuning
@@ -1000,13 +1049,19 @@ def _campaign_goals(goals: list[Goal]) -> list[tuple[Goal, int | None]]:
     return out
 
 
-def _primary_label(measurements: pd.DataFrame, metric: str) -> str | None:
+def _primary_label(
+    measurements: pd.DataFrame, metric: str, concurrency: int | None = None
+) -> str | None:
+    """The load a campaign is judged at: the most measured label of ``metric``, among
+    those at the ``concurrency`` the goal names when any was measured there."""
     rows = (
         measurements[measurements["metric"] == metric] if not measurements.empty else measurements
     )
     if rows.empty:
         return None
-    labels = Counter(comparable_label(None if pd.isna(v) else str(v)) or "" for v in rows["label"])
+    found = [comparable_label(None if pd.isna(v) else str(v)) or "" for v in rows["label"]]
+    named = [lb for lb in found if label_keys(lb).get("concurrency") == str(concurrency)]
+    labels = Counter(named or found)
     best = sorted(labels.items(), key=lambda kv: -kv[1])[0][0]
     return best or None
 
@@ -1079,7 +1134,7 @@ def _campaign(
     family = _targets()["metric_families"][goal.family]
     metric = choose_metric(goal.family, shared.measurements, goal.percentile)
     lower_better = bool(family["lower_is_better"])
-    label = _primary_label(shared.measurements, metric)
+    label = _primary_label(shared.measurements, metric, goal.concurrency)
     launches = _window(frames.launches, goal.msg_idx, end)
     events = sorted(
         _text_events(_window(shared.messages, goal.msg_idx, end), vocab)
