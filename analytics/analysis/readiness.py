@@ -15,7 +15,9 @@ For each ``readiness_claim`` tag the evidence in the session is weighed:
 A server or deployment claim is judged from its server's last (re)start; a claim naming one
 launched server (its port, a word of its model or served name) only on the checks addressed
 to it, so a second server on the host neither supports nor contradicts it. A feature or fix
-claim is judged from the last file change before it.
+claim is judged from the last file change before it. A claim about a job (a download, a
+build or install, a conversion, an upload) is judged on the looks at that job (``jobs``):
+the last one before it, and the first after it.
 
 Liveness vs. function follows shared/reference/TOOLING.md §1 (endpoint table)
 and §4; the strings live in ``data/readiness.json``.
@@ -35,10 +37,21 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from analytics.analysis import jobs
 from analytics.analysis.degenerate import is_degenerate
 from analytics.analysis.literals import Gated, lowered, text_of
+from analytics.analysis.tagging.polling import (
+    BACKGROUND_CHECK_TOOLS,
+    SHELL_TOOLS,
+    background_job_started,
+)
 from analytics.command_output import command_output
-from analytics.formats import FILE_TOOLS, FILE_WRITING_TOOLS
+from analytics.formats import (
+    CLAUDE_BACKGROUND_PREFIX,
+    CLAUDE_BACKGROUND_STARTED,
+    FILE_TOOLS,
+    FILE_WRITING_TOOLS,
+)
 from analytics.models import ReadinessClaim
 
 if TYPE_CHECKING:
@@ -66,13 +79,25 @@ def config() -> _Config:
     raw = resources.files("analytics.analysis").joinpath("data", "readiness.json")
     data: dict[str, Any] = json.loads(raw.read_text("utf-8"))
     return _Config(
-        subjects=tuple((s["subject"], Gated.compile(s["regex"], re.I)) for s in data["subjects"]),
+        subjects=tuple(
+            (s["subject"], Gated.compile(_subject_regex(s, data), re.I)) for s in data["subjects"]
+        ),
         events={k: frozenset(v) for k, v in data["events"].items()},
         text={k: Gated.compile(v, re.I | re.M) for k, v in data["text"].items()},
         default_ports={k: int(v) for k, v in data["default_ports"].items()},
         generation_keys=tuple(data["generation_keys"]),
         version=int(data["version"]),
     )
+
+
+def _subject_regex(subject: dict[str, str], data: dict[str, Any]) -> str:
+    """A subject's regex: its own, or (``regex_of: jobs.kinds.*.claim``) any of the claim
+    patterns of the kinds of job."""
+    if "regex" in subject:
+        return subject["regex"]
+    if subject.get("regex_of") != "jobs.kinds.*.claim":
+        raise ValueError(f"subject {subject!r}: give a 'regex' or 'regex_of': 'jobs.kinds.*.claim'")
+    return "|".join(f"(?:{k['claim']})" for k in data["jobs"]["kinds"].values())
 
 
 class Signal(NamedTuple):
@@ -189,6 +214,7 @@ class _Call(NamedTuple):  # a tuple: built for every call of the session, 3x che
     calls_model: bool  # its command calls a generation endpoint
     file_tool: bool  # a file tool (Read, Edit …): its output is a file's text
     changes: bool  # it writes a file (Edit, Write …, ``sed -i``, ``cat > FILE``)
+    recheck: bool  # it reads a background job (``BashOutput``, ``TaskOutput``)
 
 
 def _command_traits(command: str) -> tuple[bool, bool, bool]:
@@ -289,6 +315,17 @@ def _check_at(check: tuple[Signal, str]) -> int:
     return check[0].msg_idx
 
 
+def _near(claims: np.ndarray, call_msg: np.ndarray) -> np.ndarray:
+    """Which of the calls made at ``call_msg`` lie in the windows of some of ``claims``
+    (sorted): from LOOKBACK messages before a claim to LOOKAHEAD after it."""
+    if not len(claims):
+        return np.zeros(len(call_msg), dtype=bool)
+    nearest = np.searchsorted(claims, call_msg - LOOKAHEAD, side="left")
+    return (nearest < len(claims)) & (
+        claims[np.minimum(nearest, len(claims) - 1)] <= call_msg + LOOKBACK
+    )
+
+
 class _Evidence:
     """What the verdicts weigh, read once per session: tool calls (with their output
     only where a verdict reads it), server signals, and the tags that classify calls.
@@ -328,7 +365,7 @@ class _Evidence:
         for i in started:
             port_at.setdefault(int(i), None)
         self._server(frames)
-        self._calls(frames, np.array(claims, dtype=np.int64))
+        self._calls(frames)
         reboots = config().text["reboot"]
         for c in self.calls:
             if c.command and reboots.search(c.command, lowered(c.command)):
@@ -362,7 +399,7 @@ class _Evidence:
             self.server.append(Signal(int(msg), *kind_what))
         self.server_msg = [s.msg_idx for s in self.server]
 
-    def _calls(self, frames: SessionFrames, claims: np.ndarray) -> None:
+    def _calls(self, frames: SessionFrames) -> None:
         idx, results, *columns, tools = frames.select_lists(
             "tool_calls", ["msg_idx", "result_msg_idx", "call_id", "command", "status", "tool"],
             min_idx=self.lo,
@@ -386,10 +423,11 @@ class _Evidence:
             name = tool.lower() if isinstance(tool, str) else ""
             file_tool = name in FILE_TOOLS
             changes = name in FILE_WRITING_TOOLS or edits
+            recheck = tool in BACKGROUND_CHECK_TOOLS
             self.calls.append(
                 _Call(
                     m, at, str(cid), command, status, only, runs_tests, calls_model, file_tool,
-                    changes,
+                    changes, recheck,
                 )
             )
         self.call_msg = msgs
@@ -401,29 +439,37 @@ class _Evidence:
             n for n, c in enumerate(self.calls) if may_check[n] and c.status != "aborted"
         ]
         self.check_msg = [self.calls[n].msg for n in self.check_calls]
+        self._may_check = may_check
         # The check of each of ``check_calls`` (None: none), judged when first in a window.
         self._checks: list[tuple[Signal, str] | None] = [None] * len(self.check_calls)
         self._judged = [False] * len(self.check_calls)
         self._text: dict[int, list[Signal]] = {}
-        self.outputs = self._read_outputs(frames, claims, may_check)
+        self._looks: dict[int, jobs.Look | None] = {}
+        self._started: dict[str, list[tuple[int, str]]] | None = None
+        self._job_ids: dict[tuple[int, str], str | None] | None = None
+        self.outputs: dict[tuple[int, str], str] = {}
+
+    def read_outputs(self, claims: list[int], job_claims: list[int]) -> None:
+        """Read the output of the calls the verdicts of ``claims`` can read: those near a
+        claim that may be a check (or all near ones when server signals come from the
+        output text), and those near one of ``job_claims`` (claims about a job) that may be
+        a look at a job (any but a file tool's)."""
+        self.outputs = self._read_outputs(
+            self.frames, np.array(claims, dtype=np.int64), np.array(job_claims, dtype=np.int64)
+        )
 
     def _read_outputs(
-        self, frames: SessionFrames, claims: np.ndarray, may_check: list[bool]
+        self, frames: SessionFrames, claims: np.ndarray, job_claims: np.ndarray
     ) -> dict[tuple[int, str], str]:
-        """Output of the calls a verdict can read: those near a claim that may be a
-        check (``may_check``; or all near ones when server signals come from the output
-        text)."""
         if not len(self.calls) or not len(claims):
             return {}
         call_msg = np.array(self.call_msg, dtype=np.int64)
-        nearest = np.searchsorted(claims, call_msg - LOOKAHEAD, side="left")
-        near = (nearest < len(claims)) & (
-            claims[np.minimum(nearest, len(claims) - 1)] <= call_msg + LOOKBACK
-        )
+        near = _near(claims, call_msg).tolist()
+        near_job = _near(job_claims, call_msg).tolist()
         wanted = {
             (c.msg, c.call_id)
-            for c, n, may in zip(self.calls, near.tolist(), may_check, strict=True)
-            if n and (may or not (self.from_events or c.file_tool))
+            for c, n, j, may in zip(self.calls, near, near_job, self._may_check, strict=True)
+            if (n and (may or not (self.from_events or c.file_tool))) or (j and not c.file_tool)
         }
         if not wanted:
             return {}
@@ -513,6 +559,69 @@ class _Evidence:
         first, last = bisect_left(self.call_msg, lo), bisect_left(self.call_msg, hi)
         return [s for n in range(first, last) for s in self._text_signals(n)]
 
+    # -- jobs ----------------------------------------------------------------
+
+    def looks(self, lo: int, hi: int) -> list[jobs.Look]:
+        """Looks at jobs (calls whose output shows a job's state) made in [lo, hi), in
+        order. Each call is read once: windows of nearby claims overlap."""
+        first, last = bisect_left(self.call_msg, lo), bisect_left(self.call_msg, hi)
+        found = []
+        for n in range(first, last):
+            if n not in self._looks:
+                self._looks[n] = self._look(self.calls[n])
+            if (look := self._looks[n]) is not None:
+                found.append(look)
+        return found
+
+    def _look(self, call: _Call) -> jobs.Look | None:
+        if call.file_tool or call.status == "aborted":
+            return None
+        reading = jobs.job_state(self.output(call), call.recheck)
+        if reading is None:
+            return None
+        command = self._started_command(call) if call.recheck else call.command
+        return jobs.Look(
+            call.msg, call.at, "" if call.recheck else call.command, reading,
+            jobs.look_kinds(command, reading.words), jobs.command_words(command),
+        )
+
+    def _started_command(self, call: _Call) -> str:
+        """The command that started the background job a re-check reads (its last start
+        before the re-check), "" when unknown. What started jobs is read on first need,
+        over the whole session: a job is re-checked long after its start."""
+        if self._job_ids is None:
+            msgs, ids, inputs = self.frames.select_lists(
+                "tool_calls", ["msg_idx", "call_id", "input"],
+                {"tool": sorted(BACKGROUND_CHECK_TOOLS)}, min_idx=self.lo,
+            )
+            self._job_ids = {
+                (int(m), str(c)): jobs.job_id(text_of(i))
+                for m, c, i in zip(msgs, ids, inputs, strict=True)
+            }
+        job = self._job_ids.get((call.msg, call.call_id))
+        if job is None:
+            return ""
+        starts = self._job_starts().get(job, [])
+        j = bisect_left(starts, (call.msg + 1, "")) - 1
+        return starts[j][1] if j >= 0 else ""
+
+    def _job_starts(self) -> dict[str, list[tuple[int, str]]]:
+        """Background job id -> (message, command) of each shell call that started it."""
+        if self._started is None:
+            prefix = CLAUDE_BACKGROUND_PREFIX
+            rows = self.frames.select(
+                "tool_calls", ["msg_idx", "tool", "command", "output"],
+                matching={"output": (
+                    f"starts_with({{column}}, '{prefix}')", re.compile(CLAUDE_BACKGROUND_STARTED)
+                )},
+            )
+            self._started = {}
+            for m, tool, command, output in rows.itertuples(index=False):
+                job = background_job_started(text_of(output))
+                if job is not None and text_of(tool).lower() in SHELL_TOOLS and text_of(command):
+                    self._started.setdefault(job, []).append((int(m), text_of(command)))
+        return self._started
+
     def describe(self, signals: list[Signal]) -> str:
         """``what (message)`` of each signal. Each signal is worded once: the windows of
         nearby claims overlap, so verdicts name the same signals again and again."""
@@ -578,12 +687,18 @@ def judge_claim(
     claim_text: str,
     next_claim: int | None,
     claim_pos: int | None = None,
+    subject: str | None = None,
 ) -> ReadinessClaim:
     frames = ev.frames
     ref = frames.ref
-    subject = subject_of(claim_text)
+    subject = subject or subject_of(claim_text)
+    if subject == "job":
+        judged = _judge_job(ev, msg_idx, message_text, claim_text, next_claim, claim_pos)
+        if judged is not None:
+            return judged
     port = ev.claimed_port(msg_idx, claim_text)
-    lo = ev.window_start(msg_idx, subject, port)
+    # (a job claim with no look at a job of its kinds is judged as a feature claim)
+    lo = ev.window_start(msg_idx, "feature" if subject == "job" else subject, port)
     # Server observations printed in the claim's own message may be what it quotes;
     # its checks count as after the claim unless written before the claim's text.
     server_before = [
@@ -661,6 +776,82 @@ def judge_claim(
     )
 
 
+_STATE_WORDS = {"done": "done", "running": "still running", "failed": "failed"}
+
+
+def _judge_job(
+    ev: _Evidence,
+    msg_idx: int,
+    message_text: str,
+    claim_text: str,
+    next_claim: int | None,
+    claim_pos: int | None,
+) -> ReadinessClaim | None:
+    """The verdict on a claim about a job, from the looks at the jobs of its kinds (a
+    download, a build …) near it; None when there is none. When the claim names the job
+    (``jobs.claimed_looks``), only the looks at it count; the first of them after the claim
+    (within LOOKAHEAD, past the next claim, which may be about another job) contradicts it
+    when it shows the job failed or still running. Else the last look before it decides:
+    done supports it, running or failed makes it premature. A look at no named job after
+    the claim (before the next one) contradicts it only by a failure."""
+    kinds = jobs.claim_kinds(claim_text)
+    near = [
+        look for look in ev.looks(max(0, msg_idx - LOOKBACK), msg_idx + LOOKAHEAD + 1)
+        if look.kinds & kinds
+    ]
+    looks, named = jobs.claimed_looks(near, claim_text)
+    if not looks:
+        return None
+    before = [
+        look for look in looks
+        if look.msg < msg_idx
+        or (look.msg == msg_idx and _precedes_claim(message_text, claim_pos, look.command))
+    ]
+    after = [look for look in looks if look not in before]
+    if not named and next_claim is not None:
+        after = [look for look in after if look.msg < next_claim]
+    last = before[-1] if before else None
+    first = min(after, key=lambda look: look.at, default=None)
+    ref = ev.frames.ref
+    job = f"the job (the looks naming {', '.join(named)})" if named else "the job"
+
+    def said(look: jobs.Look) -> str:
+        return f"{look.reading.words} ({ref(look.at)})"
+
+    verdict, contradicted = "unverified", None
+    if first is not None and (
+        first.reading.state == "failed" or (bool(named) and first.reading.state == "running")
+    ):
+        verdict, contradicted = "premature", first.at
+        basis = (
+            f"the last look at {job} before it, which showed it "
+            f"{_STATE_WORDS[last.reading.state]}: {said(last)}"
+            if last else f"no look at {job}"
+        )
+        reason = (
+            f"claimed on {basis}; the next look after it showed it "
+            f"{_STATE_WORDS[first.reading.state]} — {said(first)}"
+        )
+    elif last is not None:
+        state = last.reading.state
+        verdict = "supported" if state == "done" else "premature"
+        reason = f"the last look at {job} before it showed it {_STATE_WORDS[state]}: {said(last)}"
+    else:
+        reason = f"no look at {job} before it"
+        if first is not None and first.reading.state == "done":
+            reason += f"; a later look showed it done: {said(first)}"
+    return ReadinessClaim(
+        session_id=ev.frames.session_id,
+        msg_idx=msg_idx,
+        claim_text=claim_text,
+        subject="job",
+        verdict=verdict,  # type: ignore[arg-type]
+        reason=reason,
+        evidence_msg_idx=[last.at] if last is not None else [],
+        contradicted_by_msg_idx=contradicted,
+    )
+
+
 def _graph_in_progress(signals: list[Signal]) -> list[Signal]:
     """The last graph-capture begin not followed by an end (nor by the ready line)."""
     open_: list[Signal] = []
@@ -731,13 +922,25 @@ def _judge(
         judged = judged[: bisect_left(judged, upto)]
     texts = frames.select_lists("messages", ["msg_idx", "text"], {"msg_idx": judged})
     message_texts = {int(i): text_of(t) for i, t in zip(*texts, strict=True)}
+    claim_texts, subjects = {}, {}
+    for msg_idx in judged:
+        evidence = first_tag[msg_idx][0]
+        text = _claim_text(
+            message_texts.get(msg_idx, ""), evidence if isinstance(evidence, str) else None
+        )
+        claim_texts[msg_idx], subjects[msg_idx] = text, subject_of(text)
+    # (outputs are read once the claims are known: looks at jobs only near claims about one)
+    ev.read_outputs(judged, [i for i in judged if subjects[i] == "job"])
     claims = []
     for n, msg_idx in enumerate(judged):
-        evidence, start = first_tag[msg_idx]
-        message_text = message_texts.get(msg_idx, "")
-        text = _claim_text(message_text, evidence if isinstance(evidence, str) else None)
+        start = first_tag[msg_idx][1]
         # (a claim after the last one read is at least LOOKAHEAD messages after it)
         next_claim = idx[n + 1] if n + 1 < len(idx) else None
         pos = int(start) if pd.notna(start) else None
-        claims.append(judge_claim(ev, msg_idx, message_text, text, next_claim, pos))
+        claims.append(
+            judge_claim(
+                ev, msg_idx, message_texts.get(msg_idx, ""), claim_texts[msg_idx], next_claim, pos,
+                subjects[msg_idx],
+            )
+        )
     return claims, from_idx if upto is None else max(from_idx, upto)

@@ -55,6 +55,9 @@ STDIN_TOOLS = frozenset({"write_stdin"})
 returns what it printed within ``yield_time_ms``; with no ``chars`` it only polls a process
 an ``exec_command`` left running (its output header: ``Process running with session ID N``)."""
 RECHECK_TOOLS = BACKGROUND_CHECK_TOOLS | STDIN_TOOLS
+JOB_ID_KEYS = ("bash_id", "shell_id", "task_id", "id", "shellId", "taskId")
+"""The keys of a ``BACKGROUND_CHECK_TOOLS`` call's input that name the job it reads, in the
+order they are tried."""
 WAIT_TOOLS = frozenset({"Monitor"})
 """Tools that themselves wait on a condition."""
 SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run", "execute", "terminal"})
@@ -617,7 +620,7 @@ def background_job_id(call: ToolCall) -> str | None:
     data = _input_object(call)
     if data is None:
         return "?"
-    for key in ("bash_id", "shell_id", "task_id", "id", "shellId", "taskId"):
+    for key in JOB_ID_KEYS:
         if data.get(key):
             return str(data[key])
     return "?"
