@@ -2,8 +2,11 @@
 
 Found by a blind verdict check (README, readiness part): claims about one server were
 judged on the checks of another, a file edit naming an endpoint read as a smoke test, and
-a feature claim was "supported" by checks made before the change it claimed.
+a feature claim was "supported" by checks made before the change it claimed. Then the
+server log lines: a crash read in one server's log made a claim about the other premature.
 """
+
+import json
 
 import duckdb
 import pytest
@@ -47,15 +50,28 @@ class _Two:
         s.launch(31002, "reranker")
         return s
 
-    def launch(self, port: int, name: str) -> None:
+    def launch(self, port: int, name: str, log: str = "", job: str = "") -> None:
+        """Launch ``name`` on ``port``: its output to ``log`` when given, in the background
+        (Claude Code's ``run_in_background``) as ``job`` when given."""
         i = self.say(f"Launching {name}.")
         command = (
             f"python3 -m sglang.launch_server --model-path /m/{name} --port {port} "
             f"--served-model-name {name}"
         )
-        call = self.b.call(i, command, "", self.t)
+        if log:
+            command = f"ssh gpu7 'nohup {command} > /root/{log} 2>&1 &'"
+        output = f"Command running in background with ID: {job}" if job else ""
+        call = self.b.call(i, command, output, self.t)
         self.b.launch(i, call, port=port, served_model_name=name)
         self.b.tag(i, "launch", "sglang.launch_server")
+
+    def read(self, command: str, event: str, tool: str = "bash", job: str = "") -> None:
+        """A look at a server's output (a log, a re-check of its job) that shows ``event``."""
+        i = self.say("Checking the log.")
+        self.b.call(i, command, f"[2026-05-14 19:58:03] {event}", self.t, tool=tool)
+        if job:
+            self.b.calls[-1]["input"] = json.dumps({"bash_id": job})
+        self.b.event(i, event)
 
     def check(self, port: int, output: str) -> None:
         i = self.say("Smoke test.")
@@ -204,3 +220,46 @@ def test_a_launch_names_its_server_whichever_way_its_flags_were_read(flags: obje
     server = _launched_server("sglang", "/m/bge-reranker", flags)
     assert server is not None and server.port == 31002
     assert {"reranker", "bge"} <= server.names
+
+
+@pytest.mark.parametrize(
+    "look",
+    [
+        ("ssh gpu7 'tail -n 40 /root/reranker.log'", "bash", ""),  # the log its launch writes
+        ("", "BashOutput", "b2"),  # a re-check of the job that launched it
+        ("curl -s http://10.0.0.5:31002/health", "bash", ""),  # its address
+    ],
+)
+def test_a_crash_read_from_another_server_says_nothing_of_a_claim(look: tuple[str, str, str]) -> None:
+    """The reranker runs out of memory after "the assistant model on 31000 is serving":
+    that claim stands (supported by its smoke test); a claim about the reranker, or one
+    naming no server, is contradicted by it."""
+    command, tool, job = look
+    s = _Two()
+    s.launch(31000, "assistant-model", log="assistant.log", job="b1")
+    s.launch(31002, "reranker", log="reranker.log", job="b2")
+    s.check(31000, SANE)
+    s.claim("The assistant model on 31000 is serving fine.")
+    s.read(command, "oom", tool=tool, job=job)
+    s.check(31002, SANE)
+    s.claim("The reranker on 31002 is up.")
+    s.read(command, "oom", tool=tool, job=job)
+    s.check(31000, SANE)
+    s.claim("Everything is up.")
+    s.read(command, "oom", tool=tool, job=job)
+    (assistant, why), (reranker, why_reranker), (both, why_both) = s.verdicts()
+    assert assistant == "supported", why
+    assert reranker == "premature", why_reranker
+    assert both == "premature", why_both
+
+
+def test_a_log_several_servers_write_to_names_none_of_them() -> None:
+    """Both servers write to one log: a crash read there may be either's, and counts."""
+    s = _Two()
+    s.launch(31000, "assistant-model", log="serve.log")
+    s.launch(31002, "reranker", log="serve.log")
+    s.check(31000, SANE)
+    s.claim("The assistant model on 31000 is serving fine.")
+    s.read("ssh gpu7 'tail -n 40 /root/serve.log'", "oom")
+    ((verdict, why),) = s.verdicts()
+    assert verdict == "premature", why

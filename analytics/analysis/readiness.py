@@ -241,6 +241,19 @@ _NAME_WORD = re.compile(r"[a-z]+|\d+[a-z]+")
 _GENERIC_NAME_WORDS = frozenset({"instruct", "chat", "model", "models", "base", "hf", "it"})
 
 
+# Where a command sends its output: a file after ``>``/``>>``/``&>`` or ``tee`` (quotes of
+# ``ssh host '… > /root/x.log 2>&1 &'`` end a target; ``&1`` and ``/dev/null`` are left out
+# by the caller).
+_LOG_TARGET = re.compile(r"(?:&?>>?|\btee\s+(?:-a\s+)?)\s*['\"]?([^\s'\";|&<>()]+|&\d)")
+# The words of a command that may name a file.
+_PATH_WORD = re.compile(r"[^\s'\";|&<>()=]+")
+
+
+def _path_names(command: str) -> set[str]:
+    """The file names (last path parts) a command names."""
+    return {w.rsplit("/", 1)[-1] for w in _PATH_WORD.findall(command)}
+
+
 def command_ports(command: str) -> frozenset[int]:
     """The ports of the servers a command addresses (none when it names no address)."""
     return frozenset(int(p) for p in _ADDRESS_PORT.findall(command))
@@ -347,16 +360,24 @@ class _Evidence:
         self.smoke, self.bench = by_tag["smoke_test"], by_tag["benchmark"]
         # Every launch of the session names a server a claim may be about; those in the
         # windows (from ``lo``) are where one was (re)started.
-        launched, engines, models, flags = frames.select_lists(
-            "launches", ["msg_idx", "engine", "model", "flags"]
+        launched, call_ids, engines, models, flags = frames.select_lists(
+            "launches", ["msg_idx", "call_id", "engine", "model", "flags"]
         )
         port_at: dict[int, int | None] = {}
         self.servers: list[tuple[int, _Server]] = []
         """The servers launched, each with the message launching it."""
-        for i, engine, model, flag in zip(launched, engines, models, flags, strict=True):
+        self._launch_ports: dict[str, int] = {}
+        """call_id of a launch -> the port of the server it starts."""
+        self._launch_msg_ports: dict[int, set[int]] = {}
+        """A message launching servers -> their ports."""
+        for i, cid, engine, model, flag in zip(
+            launched, call_ids, engines, models, flags, strict=True
+        ):
             server = _launched_server(engine, model, flag)
             if server is not None:
                 self.servers.append((int(i), server))
+                self._launch_ports[str(cid)] = server.port
+                self._launch_msg_ports.setdefault(int(i), set()).add(server.port)
             if int(i) >= self.lo:
                 port_at[int(i)] = server.port if server is not None else None
         # A benchmark started in the background is a job, not a (re)start of the server
@@ -445,6 +466,9 @@ class _Evidence:
         self._judged = [False] * len(self.check_calls)
         self._text: dict[int, list[Signal]] = {}
         self._looks: dict[int, jobs.Look | None] = {}
+        self._msg_port: dict[int, int | None] = {}
+        self._calls_at: dict[int, list[int]] | None = None
+        self._logs: dict[str, int] | None = None
         self._started: dict[str, list[tuple[int, str]]] | None = None
         self._job_ids: dict[tuple[int, str], str | None] | None = None
         self.outputs: dict[tuple[int, str], str] = {}
@@ -585,10 +609,68 @@ class _Evidence:
             jobs.look_kinds(command, reading.words), jobs.command_words(command),
         )
 
-    def _started_command(self, call: _Call) -> str:
-        """The command that started the background job a re-check reads (its last start
-        before the re-check), "" when unknown. What started jobs is read on first need,
-        over the whole session: a job is re-checked long after its start."""
+    # -- which server an output speaks of -------------------------------------
+
+    def signal_port(self, msg_idx: int) -> int | None:
+        """The port of the one server the tool outputs of message ``msg_idx`` speak of:
+        read from its launch (a foreground start, or a re-check of the background job that
+        started it), from its log (a file a launch wrote its output to: ``tail -f
+        judge.log``) or from its address (``curl localhost:30001/health``); None when that
+        cannot be told, when they speak of several, and in a session of one server."""
+        if msg_idx not in self._msg_port:
+            port = None
+            if len({s.port for _, s in self.servers}) > 1:
+                if self._calls_at is None:
+                    self._calls_at = {}
+                    for n, c in enumerate(self.calls):
+                        self._calls_at.setdefault(c.at, []).append(n)
+                ports = {self._call_port(self.calls[n]) for n in self._calls_at.get(msg_idx, [])}
+                port = ports.pop() if len(ports) == 1 else None
+            self._msg_port[msg_idx] = port
+        return self._msg_port[msg_idx]
+
+    def _call_port(self, call: _Call) -> int | None:
+        """The port of the server a call's output speaks of (see ``signal_port``)."""
+        port = self._launch_ports.get(call.call_id)
+        if port is not None:
+            return port
+        command = call.command
+        if call.recheck:
+            start = self._start_of(call)
+            if start is None:
+                return None
+            ports = self._launch_msg_ports.get(start[0], set())
+            if len(ports) == 1:
+                return next(iter(ports))
+            command = start[1]
+        logs = self._log_ports()
+        named = {logs[n] for n in _path_names(command) if n in logs}
+        if named:
+            return named.pop() if len(named) == 1 else None
+        addressed = command_ports(command)
+        return next(iter(addressed)) if len(addressed) == 1 else None
+
+    def _log_ports(self) -> dict[str, int]:
+        """File name -> the port of the one server whose launch writes its output there
+        (``> /root/judge.log 2>&1``, ``| tee judge.log``); names several launches of
+        different servers write to are left out."""
+        if self._logs is None:
+            ids = sorted(self._launch_ports)
+            cids, commands = self.frames.select_lists(
+                "tool_calls", ["call_id", "command"], {"call_id": ids}
+            ) if ids else ([], [])
+            ports: dict[str, set[int]] = {}
+            for cid, command in zip(cids, commands, strict=True):
+                for target in _LOG_TARGET.findall(text_of(command)):
+                    name = target.rsplit("/", 1)[-1]
+                    if name and not target.startswith("&") and target != "/dev/null":
+                        ports.setdefault(name, set()).add(self._launch_ports[str(cid)])
+            self._logs = {name: p.pop() for name, p in ports.items() if len(p) == 1}
+        return self._logs
+
+    def _start_of(self, call: _Call) -> tuple[int, str] | None:
+        """(message, command) of the call that started the background job a re-check
+        reads (its last start before the re-check), None when unknown."""
         if self._job_ids is None:
             msgs, ids, inputs = self.frames.select_lists(
                 "tool_calls", ["msg_idx", "call_id", "input"],
@@ -600,10 +682,17 @@ class _Evidence:
             }
         job = self._job_ids.get((call.msg, call.call_id))
         if job is None:
-            return ""
+            return None
         starts = self._job_starts().get(job, [])
         j = bisect_left(starts, (call.msg + 1, "")) - 1
-        return starts[j][1] if j >= 0 else ""
+        return starts[j] if j >= 0 else None
+
+    def _started_command(self, call: _Call) -> str:
+        """The command that started the background job a re-check reads (its last start
+        before the re-check), "" when unknown. What started jobs is read on first need,
+        over the whole session: a job is re-checked long after its start."""
+        start = self._start_of(call)
+        return start[1] if start is not None else ""
 
     def _job_starts(self) -> dict[str, list[tuple[int, str]]]:
         """Background job id -> (message, command) of each shell call that started it."""
@@ -670,6 +759,15 @@ def _claim_text(text: str, evidence: str | None) -> str:
     return _short(text, 300)
 
 
+def _from_other_server(ev: _Evidence, signal: Signal, port: int | None) -> bool:
+    """A server signal read from another server than the one on ``port`` (its log, its
+    launch, its address) says nothing of it."""
+    if port is None:
+        return False
+    other = ev.signal_port(signal.msg_idx)
+    return other is not None and other != port
+
+
 def _precedes_claim(text: str, claim_pos: int | None, what: str) -> bool:
     """In formats that inline tool calls in the message text (transcript_text), a call
     written before the claim's text was seen by the claim."""
@@ -702,7 +800,8 @@ def judge_claim(
     # Server observations printed in the claim's own message may be what it quotes;
     # its checks count as after the claim unless written before the claim's text.
     server_before = [
-        s for s in ev.server_signals(lo, msg_idx + 1) if s.msg_idx < msg_idx or s.kind != "failure"
+        s for s in ev.server_signals(lo, msg_idx + 1)
+        if (s.msg_idx < msg_idx or s.kind != "failure") and not _from_other_server(ev, s, port)
     ]
     own = [c for c in ev.checks(msg_idx, msg_idx + 1) if not _about_other_server(c[1], port)]
     own_before = [s for s, cmd in own if _precedes_claim(message_text, claim_pos, cmd)]
@@ -715,7 +814,10 @@ def judge_claim(
     after = (
         [s for s, _ in own if s not in own_before]
         + [s for s, cmd in ev.checks(msg_idx + 1, hi) if not _about_other_server(cmd, port)]
-        + [s for s in ev.server_signals(msg_idx, hi) if s.kind == "failure"]
+        + [
+            s for s in ev.server_signals(msg_idx, hi)
+            if s.kind == "failure" and not _from_other_server(ev, s, port)
+        ]
     )
     if subject == "test run":  # (what fails after "the tests pass" that is no test run
         after = [s for s in after if s.kind == "tests"]  # leaves them passed)
