@@ -263,3 +263,61 @@ def test_a_log_several_servers_write_to_names_none_of_them() -> None:
     s.read("ssh gpu7 'tail -n 40 /root/serve.log'", "oom")
     ((verdict, why),) = s.verdicts()
     assert verdict == "premature", why
+
+
+SMOKE_PY = """from openai import OpenAI
+client = OpenAI(base_url="http://10.0.0.5:31000/v1", api_key="none")
+reply = client.chat.completions.create(
+    model="assistant-model", messages=[{"role": "user", "content": "Capital of France?"}]
+)
+print(reply.choices[0].message.content)
+"""
+
+
+def _write_script(s: _Two, how: str, path: str, body: str) -> None:
+    if how == "heredoc":
+        s.run(f"ssh gpu7 \"cat > {path}\" <<'EOF'\n{body}EOF")
+    else:
+        s.run("", "File created successfully", tool="Write")
+        s.b.calls[-1]["input"] = json.dumps({"file_path": path, "content": body})
+
+
+@pytest.mark.parametrize("how", ["heredoc", "Write"])
+def test_a_script_the_session_wrote_that_calls_the_model_is_a_smoke_test(how: str) -> None:
+    """The agent writes a smoke script, runs it by name, then claims: the run is the check
+    (before, only a command naming the endpoint was one); after a second claim the same
+    script fails."""
+    s = _Two.launched()
+    _write_script(s, how, "/root/smoke.py", SMOKE_PY)
+    s.run("ssh gpu7 'python3 /root/smoke.py'", "The capital of France is Paris.")
+    s.claim("The assistant model is up and answering.")
+    s.run("ssh gpu7 'cd /root && ./restart.sh'")
+    s.claim("Restarted, it's serving again.")
+    s.run(
+        "ssh gpu7 'python3 /root/smoke.py'",
+        "Traceback (most recent call last):\nopenai.APIConnectionError: Connection error.",
+    )
+    (first, why), (second, why_second) = s.verdicts()
+    assert first == "supported", why
+    assert "Paris" in why
+    assert second == "premature", why_second
+
+
+def test_a_script_that_calls_no_model_is_no_smoke_test() -> None:
+    s = _Two.launched()
+    _write_script(s, "heredoc", "/root/gpus.sh", "nvidia-smi --query-gpu=memory.used --format=csv\n")
+    s.run("ssh gpu7 'bash /root/gpus.sh'", "memory.used [MiB]\n71234 MiB")
+    s.claim("The assistant model is up and answering.")
+    ((verdict, why),) = s.verdicts()
+    assert verdict == "unverified", why
+
+
+def test_a_script_run_before_it_was_written_is_no_smoke_test() -> None:
+    """The session ran a script of that name before writing its own: what ran then is
+    unknown."""
+    s = _Two.launched()
+    s.run("python3 smoke.py", "ok")
+    s.claim("The assistant model is up and answering.")
+    _write_script(s, "heredoc", "smoke.py", SMOKE_PY)
+    ((verdict, why),) = s.verdicts()
+    assert verdict == "unverified", why

@@ -228,6 +228,14 @@ def _command_traits(command: str) -> tuple[bool, bool, bool]:
     return runs_tests is not None, calls_model is not None, changes is not None
 
 
+@lru_cache(maxsize=4096)
+def _script_run(command: str) -> str | None:
+    """The name of the script file ``command`` runs (``python3 /root/smoke.py``, ``bash
+    check.sh``, ``./check.sh``), or None."""
+    m = config().text["script_run"].search(command, lowered(command))
+    return m.group("path").rsplit("/", 1)[-1] if m else None
+
+
 # --------------------------------------------------------------------------- which server
 
 # An address's port (``localhost:8001``, ``http://gpu7:30000/…``, ``[::1]:8000``) or a
@@ -435,11 +443,14 @@ class _Evidence:
         counts = Counter(msgs)
         traits: dict[str, tuple[bool, bool, bool]] = {}  # agents repeat their commands
         self.calls: list[_Call] = []
+        scripted: list[tuple[int, str]] = []  # calls running a script file, with its name
         for m, at, cid, cmd, status, tool in zip(msgs, ats, *columns, tools, strict=True):
             command = text_of(cmd)
             if command not in traits:
                 traits[command] = _command_traits(command)
             runs_tests, calls_model, edits = traits[command]
+            if not (calls_model or runs_tests) and (script := _script_run(command)):
+                scripted.append((len(self.calls), script))
             only = counts[m] == 1
             name = tool.lower() if isinstance(tool, str) else ""
             file_tool = name in FILE_TOOLS
@@ -451,6 +462,8 @@ class _Evidence:
                     changes, recheck,
                 )
             )
+        if scripted:
+            self._smoke_scripts(scripted)
         self.call_msg = msgs
         self.change_msg = sorted({c.msg for c in self.calls if c.changes})
         """Where a file was written: a feature claim's evidence starts at the last one."""
@@ -472,6 +485,60 @@ class _Evidence:
         self._started: dict[str, list[tuple[int, str]]] | None = None
         self._job_ids: dict[tuple[int, str], str | None] | None = None
         self.outputs: dict[tuple[int, str], str] = {}
+
+    def _smoke_scripts(self, scripted: list[tuple[int, str]]) -> None:
+        """The calls of ``scripted`` (index, script name) that run a script the session
+        wrote (its last version before the call) calling a generation endpoint are smoke
+        tests: ``python3 /root/smoke.py`` after ``cat > /root/smoke.py <<EOF … EOF``."""
+        bodies = self._script_bodies({name for _, name in scripted})
+        smoke = config().text["script_smoke"]
+        for n, name in scripted:
+            call = self.calls[n]
+            versions = bodies.get(name, [])
+            j = bisect_left(versions, (call.msg, "")) - 1
+            if j >= 0 and smoke.search(versions[j][1], lowered(versions[j][1])):
+                self.calls[n] = call._replace(calls_model=True)
+
+    def _script_bodies(self, names: set[str]) -> dict[str, list[tuple[int, str]]]:
+        """Each version of the files named ``names`` that the session wrote, with the
+        message writing it, in order: here-documents in shell commands (also over ssh) and
+        file tools' inputs, read over the whole session (a script is run long after it
+        was written)."""
+        from analytics.analysis.tooling.launches import (
+            WHOLE_FILE_TOOLS,
+            ScriptMemory,
+            parse_launches,
+            remember_written_file,
+        )
+
+        writers = self.frames.select(
+            "tool_calls", ["msg_idx", "tool", "command", "input"],
+            matching={"tool": (
+                f"lower({{column}}) IN ({', '.join(repr(t) for t in sorted(WHOLE_FILE_TOOLS))})",
+                re.compile(f"^(?:{'|'.join(map(re.escape, WHOLE_FILE_TOOLS))})$", re.I),
+            )},
+        )
+        heredocs = self.frames.select(
+            "tool_calls", ["msg_idx", "tool", "command", "input"],
+            matching={"command": ("contains({column}, '<<')", re.compile("<<"))},
+        )
+        rows = sorted(
+            [*writers.itertuples(index=False), *heredocs.itertuples(index=False)],
+            key=lambda r: int(r[0]),
+        )
+        memory = ScriptMemory()
+        found: dict[str, list[tuple[int, str]]] = {}
+        for msg, tool, command, input_ in rows:
+            if text_of(tool).lower() in WHOLE_FILE_TOOLS:
+                remember_written_file(memory, text_of(tool), text_of(input_))
+            else:
+                parse_launches(text_of(command), memory)
+            for name in names:
+                body = memory.lookup(name)
+                versions = found.setdefault(name, [])
+                if body is not None and (not versions or versions[-1][1] != body):
+                    versions.append((int(msg), body))
+        return found
 
     def read_outputs(self, claims: list[int], job_claims: list[int]) -> None:
         """Read the output of the calls the verdicts of ``claims`` can read: those near a

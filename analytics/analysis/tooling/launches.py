@@ -188,13 +188,13 @@ def parse_launches(
     return walker.found
 
 
+WHOLE_FILE_TOOLS = frozenset({"write", "create", "write_file", "str_replace_based_edit_tool"})
+"""Editor tools (lower-cased names) whose JSON input can hold a whole file's text."""
+
+
 def remember_written_file(scripts: ScriptMemory, tool: str | None, tool_input: str | None) -> None:
     """Record a file written by an editor tool (``Write``/``write``/``create``) from its JSON input."""
-    if (
-        not tool_input
-        or not tool
-        or tool.lower() not in ("write", "create", "write_file", "str_replace_based_edit_tool")
-    ):
+    if not tool_input or not tool or tool.lower() not in WHOLE_FILE_TOOLS:
         return
     try:
         data = json.loads(tool_input)
