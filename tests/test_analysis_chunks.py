@@ -12,6 +12,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import duckdb
@@ -715,3 +716,52 @@ def test_the_tagger_reads_none_of_the_columns_the_worker_goes_without(
                 )
                 checked += tables[0].num_rows
     assert checked > 1000
+
+
+@needs_worker
+def test_while_parsing_a_worker_with_its_backlog_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the file is still parsed, a worker holding its whole backlog is waited for:
+    this process does not load spaCy mid-file to tag a chunk itself (it did; the load costs
+    most of a second, and the worker, which has the backlog, is the slower side). The
+    stored analysis is the one of tagging in one process."""
+    import analytics.ingest_load as ingest_load
+
+    session = next(SAMPLES.glob("claude_code_*/*.jsonl"))  # (a file parsed in flushes)
+    monkeypatch.setattr(run, "CHUNK", 7)
+    monkeypatch.setattr(ingest_load, "FLUSH_EVERY", 40)  # analysed while parsed
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", 5)
+    monkeypatch.setattr(run.MessageRun, "STREAM_BACKLOG", 1)
+    real_feed, real_tag_here = run.MessageRun.feed, run._Chunk.tag_here
+    final: list[bool] = [False]
+    tagged_while_parsing: list[int] = []
+
+    def feed(self: run.MessageRun, upto: int, **kwargs: Any) -> None:
+        final[0] = bool(kwargs.get("final"))
+        real_feed(self, upto, **kwargs)
+
+    def tag_here(self: run._Chunk, tagger: Any) -> Any:
+        if not final[0]:
+            tagged_while_parsing.append(len(self.mine))
+        return real_tag_here(self, tagger)
+
+    real_tag_packed = run.Analyser._tag_packed
+
+    def slow_tag_packed(self: run.Analyser, packed: Any) -> Any:
+        time.sleep(0.2)  # (in the worker, forked with this method: the slower side)
+        return real_tag_packed(self, packed)
+
+    monkeypatch.setattr(run.MessageRun, "feed", feed)
+    monkeypatch.setattr(run._Chunk, "tag_here", tag_here)
+    monkeypatch.setattr(run.Analyser, "_tag_packed", slow_tag_packed)
+    analyses = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv(tag_worker.ENV_SWITCH, switch)
+        db = tmp_path / f"w{switch}.duckdb"
+        assert not ingest([session], db=db, build_index=False).errors
+        analyses[switch] = _analysis(db)
+        if switch == "0":
+            tagged_while_parsing.clear()  # (no worker: every chunk is tagged here)
+    assert not tagged_while_parsing
+    assert analyses["1"] == analyses["0"]

@@ -570,7 +570,9 @@ class MessageRun:
                 contexts: list[MessageContext] | None = None
                 if not indices:
                     chunk.tags, chunk.tables, chunk.before = to_arrow("tags", []), None, None
-                elif worker is not None and not worker.gone and worker.outstanding < backlog:
+                elif worker is not None and not worker.gone and (
+                    worker.outstanding < backlog or self._waited_for(worker, backlog, final)
+                ):
                     worker.submit(pack(*for_tagging(self.before), *for_tagging(tables)))
                 else:  # no worker, or it has enough to do: tag this chunk here
                     contexts = chunk.tag_here(analyser.tagger)
@@ -593,6 +595,18 @@ class MessageRun:
             self.n += len(indices)
             lo = hi + 1
         self.next_lo = lo
+
+    def _waited_for(self, worker: TagWorker, backlog: int, final: bool) -> bool:
+        """While the file is still parsed and this process has not loaded the tagger: wait
+        for the worker to tag its oldest chunk (writing it) rather than load spaCy here
+        (most of a second, then the chunks it tags): the worker, which has the backlog, is
+        the slower side then, and waiting bounds the chunks held all the same. True once
+        the worker has room again (False: it is gone, or tag here)."""
+        if final or self.analyser.tagger_loaded:
+            return False
+        while worker.outstanding >= backlog and not worker.gone:
+            self._write_done(block=False, wait_one=True)
+        return not worker.gone and self.worker is worker
 
     def finish(
         self, meanwhile: Callable[[int], None] | None = None, records: StoredRecords | None = None
@@ -672,10 +686,11 @@ class MessageRun:
             TIMINGS[stage] += worker.seconds
             PEAK_RSS_MIB[stage] = max(PEAK_RSS_MIB.get(stage, 0.0), worker.peak_rss_mib)
 
-    def _write_done(self, block: bool) -> None:
+    def _write_done(self, block: bool, wait_one: bool = False) -> None:
         """Write the leading chunks of ``pending`` whose tags are in (all of them if
-        ``block``); keeps ``known`` (tags stored in the last ``TAG_MARGIN`` messages). Their
-        outputs are appended once ``WRITE_ROWS`` are held, and when ``block``."""
+        ``block``; with ``wait_one``, waiting for the first one's); keeps ``known`` (tags
+        stored in the last ``TAG_MARGIN`` messages). Their outputs are appended once
+        ``WRITE_ROWS`` are held, and when ``block``."""
         from analytics.analysis.tagging.worker import WorkerGone
 
         pending, worker = self.pending, self.worker
@@ -685,7 +700,8 @@ class MessageRun:
                 assert worker is not None  # only chunks handed to the worker wait for tags
                 try:
                     with timed("tagging (waiting for the worker)"):
-                        columns = worker.take(block)
+                        columns = worker.take(block or wait_one)
+                    wait_one = False
                 except WorkerGone as exc:
                     warnings.warn(f"tagging worker failed ({exc}); tagging in this process",
                                   RuntimeWarning, stacklevel=2)
