@@ -12,8 +12,8 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
