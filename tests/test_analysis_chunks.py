@@ -719,13 +719,15 @@ def test_the_tagger_reads_none_of_the_columns_the_worker_goes_without(
 
 
 @needs_worker
-def test_while_parsing_a_worker_with_its_backlog_is_waited_for(
+def test_a_worker_with_its_backlog_gets_the_chunks_of_a_streamed_session(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """While the file is still parsed, a worker holding its whole backlog is waited for:
-    this process does not load spaCy mid-file to tag a chunk itself (it did; the load costs
-    most of a second, and the worker, which has the backlog, is the slower side). The
-    stored analysis is the one of tagging in one process."""
+    """A streamed session whose worker holds its whole backlog: while the file is still
+    parsed the worker is waited for, and at its end the last chunks go to it too (it
+    shares them with a helper forked from it): this process does not load spaCy to tag a
+    chunk itself (it did, mid-file and at the end; the load costs most of a second, and the
+    worker, which has the backlog, is the slower side). The stored analysis is the one of
+    tagging in one process."""
     import analytics.ingest_load as ingest_load
 
     session = next(SAMPLES.glob("claude_code_*/*.jsonl"))  # (a file parsed in flushes)
@@ -733,17 +735,11 @@ def test_while_parsing_a_worker_with_its_backlog_is_waited_for(
     monkeypatch.setattr(ingest_load, "FLUSH_EVERY", 40)  # analysed while parsed
     monkeypatch.setattr(ingest_load, "STREAM_LAG", 5)
     monkeypatch.setattr(run.MessageRun, "STREAM_BACKLOG", 1)
-    real_feed, real_tag_here = run.MessageRun.feed, run._Chunk.tag_here
-    final: list[bool] = [False]
-    tagged_while_parsing: list[int] = []
-
-    def feed(self: run.MessageRun, upto: int, **kwargs: Any) -> None:
-        final[0] = bool(kwargs.get("final"))
-        real_feed(self, upto, **kwargs)
+    real_tag_here = run._Chunk.tag_here
+    tagged_here: list[int] = []
 
     def tag_here(self: run._Chunk, tagger: Any) -> Any:
-        if not final[0]:
-            tagged_while_parsing.append(len(self.mine))
+        tagged_here.append(len(self.mine))
         return real_tag_here(self, tagger)
 
     real_tag_packed = run.Analyser._tag_packed
@@ -752,7 +748,6 @@ def test_while_parsing_a_worker_with_its_backlog_is_waited_for(
         time.sleep(0.2)  # (in the worker, forked with this method: the slower side)
         return real_tag_packed(self, packed)
 
-    monkeypatch.setattr(run.MessageRun, "feed", feed)
     monkeypatch.setattr(run._Chunk, "tag_here", tag_here)
     monkeypatch.setattr(run.Analyser, "_tag_packed", slow_tag_packed)
     analyses = {}
@@ -762,6 +757,7 @@ def test_while_parsing_a_worker_with_its_backlog_is_waited_for(
         assert not ingest([session], db=db, build_index=False).errors
         analyses[switch] = _analysis(db)
         if switch == "0":
-            tagged_while_parsing.clear()  # (no worker: every chunk is tagged here)
-    assert not tagged_while_parsing
+            assert tagged_here  # (no worker: every chunk is tagged here)
+            tagged_here.clear()
+    assert not tagged_here
     assert analyses["1"] == analyses["0"]

@@ -597,14 +597,18 @@ class MessageRun:
         self.next_lo = lo
 
     def _waited_for(self, worker: TagWorker, backlog: int, final: bool) -> bool:
-        """While the file is still parsed and this process has not loaded the tagger: wait
-        for the worker to tag its oldest chunk (writing it) rather than load spaCy here
-        (most of a second, then the chunks it tags): the worker, which has the backlog, is
-        the slower side then, and waiting bounds the chunks held all the same. True once
-        the worker has room again (False: it is gone, or tag here)."""
-        if final or self.analyser.tagger_loaded:
+        """Hand a chunk to a worker holding its whole backlog when this process has not
+        loaded the tagger, rather than load spaCy here (most of a second) to tag it: while
+        the file is still parsed, after waiting for the worker to tag its oldest chunk
+        (writing it; the worker, which has the backlog, is the slower side then, and waiting
+        bounds the chunks held all the same); at the end of the file, at once (a few chunks
+        at most: the rest of a streamed session), as the worker shares what it still has
+        with a helper forked from it, spaCy loaded, once the last chunk is in (see
+        ``TagWorker.last_submitted``). True: submit (False: the worker is gone, or tag
+        here)."""
+        if self.analyser.tagger_loaded:
             return False
-        while worker.outstanding >= backlog and not worker.gone:
+        while not final and worker.outstanding >= backlog and not worker.gone:
             self._write_done(block=False, wait_one=True)
         return not worker.gone and self.worker is worker
 
