@@ -221,12 +221,15 @@ def test_a_timed_out_loop_is_not_ready_because_its_header_holds_the_pattern(tmp_
 
 
 def test_a_quiet_loop_is_not_ready_because_of_the_headers_words(tmp_path: Path) -> None:
-    """``grep -q ok`` matched "token" in "Original token count": the output holds nothing."""
+    """``grep -q ok`` matched "token" in "Original token count": the output holds nothing.
+    (9 s: within its last round, where the clock cannot tell either whether it left on its
+    check or ran out; after 4.1 s it had left early, on its check: ready.)"""
     command = (
         "for i in $(seq 1 5); do curl -sf localhost:30000/health | grep -q ok && break; "
         "sleep 2; done"
     )
-    assert _loop(tmp_path, command, header(0, wall="4.1000")) == ("unknown", 4.1)
+    assert _loop(tmp_path, command, header(0, wall="9.0000")) == ("unknown", 9.0)
+    assert _loop(tmp_path, command, header(0, wall="4.1000")) == ("ready", 4.1)
 
 
 def test_a_loop_is_not_failed_because_its_header_says_exited(tmp_path: Path) -> None:

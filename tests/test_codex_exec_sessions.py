@@ -368,6 +368,42 @@ def test_claude_code_rechecks_of_a_background_job_are_one_loop() -> None:
     assert sorted(background_rechecks(batch)) == [2, 4]
 
 
+@pytest.mark.parametrize("exit_code,outcome", [(0, "ready"), (2, "failed")])
+def test_claude_code_rechecks_of_a_finished_job_end_as_its_exit_code_and_sleep_between(
+    exit_code: int, outcome: str
+) -> None:
+    """A build started in the background, re-checked after each ``sleep 60`` until the
+    re-check shows the job over (``<status>completed</status>`` / ``failed`` with its
+    ``<exit_code>``): the exit code decides, and the loop polled every 60 s."""
+    t0 = datetime(2026, 5, 2, 8, 0, 0)
+
+    def call(i: int, tool: str, start: float, end: float, **kw: str) -> ToolCall:
+        return ToolCall(session_id="s", msg_idx=i, call_id=f"c{i}", tool=tool, status="completed",
+                        started_at=t0 + timedelta(seconds=start),
+                        ended_at=t0 + timedelta(seconds=end), **kw)
+
+    build = "cd ~/src/xformers && MAX_JOBS=8 python setup.py develop"
+    recheck = '{"bash_id": "a91c0e"}'
+    status = "completed" if exit_code == 0 else "failed"
+    calls = [
+        call(0, "Bash", 0, 0.5, command=build, output="Command running in background with ID: a91c0e"),
+        call(1, "Bash", 2, 62, command="sleep 60", output=""),
+        call(2, "BashOutput", 63, 63.4, input=recheck,
+             output="<status>running</status>\n\n<stdout>\nrunning build_ext\n</stdout>"),
+        call(3, "Bash", 65, 125, command="sleep 60", output=""),
+        call(4, "BashOutput", 126, 126.3, input=recheck,
+             output=f"<status>{status}</status>\n\n<exit_code>{exit_code}</exit_code>\n\n"
+                    "<stdout>\nrunning build_ext\n</stdout>"),
+    ]
+    batch = [
+        MessageContext(message=Message(session_id="s", msg_idx=c.msg_idx, source_id=f"m{c.msg_idx}",
+                                       role="assistant", text=""), calls=[c])
+        for c in calls
+    ]
+    (loop,) = exec_session_loops(batch)
+    assert (loop.target, loop.interval_s, loop.outcome, loop.waited_s) == (build, 60.0, outcome, 124.3)
+
+
 def _contexts(tmp_path: Path, items: list[tuple[int, dict[str, object]]]) -> list[MessageContext]:
     """The parsed rollout as the analysers see it: each message with the calls it makes."""
     parsed, _ = run(codex, rollout(tmp_path, items))

@@ -600,3 +600,82 @@ def test_a_loop_on_its_condition_that_reached_its_closing_echo_is_ready() -> Non
     assert aborted is not None and aborted.outcome == "aborted"
     nothing = run(cmd, "")
     assert nothing is not None and nothing.outcome == "unknown"
+
+
+# --- fields checked blind (two hand-written sessions, see docs/labelling.md) --------
+
+
+@pytest.mark.parametrize(
+    "command,target",
+    [
+        ("watch -n 2 'nvidia-smi --query-gpu=utilization.gpu --format=csv'", "nvidia-smi"),
+        ('watch -n 10 "tail -2 /var/log/vllm.out"', "/var/log/vllm.out"),
+        ("watch -d df -h /mnt/models", "df"),
+    ],
+)
+def test_a_watch_names_what_it_watches(command: str, target: str) -> None:
+    loop = run(command, "", status="aborted")
+    assert loop is not None and (loop.target, loop.outcome) == (target, "aborted")
+
+
+NESTED = """while true; do
+  if grep -qiE "Uvicorn running|exception" /tmp/vllm_qwen.out; then
+    grep -qi exception /tmp/vllm_qwen.out && { echo BROKEN; exit 2; }
+    echo SERVING; break
+  fi
+  sleep 4
+done"""
+
+
+def test_a_grep_in_the_block_of_another_grep_has_its_own_exit() -> None:
+    """The outer grep waits for either line; the grep inside its block tells a crash apart:
+    the outer one's pattern is the success pattern, the inner one's the failure pattern."""
+    assert exit_patterns(NESTED) == ("Uvicorn running|exception", "exception", "SERVING", "BROKEN")
+    broken = run(NESTED, "BROKEN", exit_code=2)
+    serving = run(NESTED, "SERVING", exit_code=0)
+    assert broken is not None and broken.outcome == "failed"
+    assert serving is not None and serving.outcome == "ready"
+
+
+T0 = datetime(2026, 5, 2, 8, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "command,ran_s,exit_code,outcome",
+    [
+        ("for n in {1..20}; do nc -z 10.1.2.3 8080 && break; sleep 6; done", 40.0, 0, "ready"),
+        ("for n in {1..20}; do nc -z 10.1.2.3 8080 && break; sleep 6; done", 121.0, 0, "timeout"),
+        # it may have left in its last round or run out: the clock cannot tell
+        ("for n in {1..20}; do nc -z 10.1.2.3 8080 && break; sleep 6; done", 117.0, 0, "unknown"),
+        ("for i in $(seq 1 12); do if curl -sf http://10.1.2.3:9000/ping; then echo ALIVE; break; fi; "
+         "sleep 5; done", 61.0, 0, "timeout"),
+        ("for i in $(seq 1 12); do if curl -sf http://10.1.2.3:9000/ping; then echo ALIVE; break; fi; "
+         "sleep 5; done", 61.0, None, "timeout"),
+        # a loop that also leaves when something failed: leaving early says nothing
+        ("for i in $(seq 1 20); do grep -q Traceback w.log && exit 1; curl -sf localhost:9000/ping "
+         "&& break; sleep 6; done", 10.0, 0, "unknown"),
+    ],
+)
+def test_a_counted_loop_that_leaves_when_its_check_passes_ended_as_its_clock_says(
+    command: str, ran_s: float, exit_code: int | None, outcome: str
+) -> None:
+    loop = run(command, "", exit_code=exit_code, started_at=T0, ended_at=T0 + timedelta(seconds=ran_s))
+    assert loop is not None and loop.outcome == outcome
+
+
+@pytest.mark.parametrize(
+    "printing,output",
+    [
+        ('print("port open after", attempt, "tries")', "port open after 7 tries"),
+        ('print(f"port open in {attempt * 2}s")', "port open in 14s"),
+    ],
+)
+def test_a_python_loop_that_prints_its_marker_with_values_is_ready(printing: str, output: str) -> None:
+    command = (
+        "python3 - <<'EOF'\nimport socket, time\nfor attempt in range(30):\n"
+        "    s = socket.socket()\n    if s.connect_ex((\"127.0.0.1\", 7000)) == 0:\n"
+        f"        {printing}\n        break\n    time.sleep(2)\nEOF"
+    )
+    loop = run(command, output)
+    assert loop is not None and (loop.interval_s, loop.max_iterations, loop.outcome) == (2.0, 30, "ready")
+    assert run(command, "porting done").outcome == "unknown"  # type: ignore[union-attr]

@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 from analytics.analysis.literals import AnyLiteral, Gated, lowered
-from analytics.analysis.tagging.polling import JOB_ID_KEYS
+from analytics.analysis.tagging.polling import JOB_ID_KEYS, RECHECK_EXIT_CODE
 
 STATES = ("failed", "done", "running")
 
@@ -32,7 +32,6 @@ STATES = ("failed", "done", "running")
 # polling"): ``<status>running</status>`` then ``<stdout>…``; a finished job's also holds
 # ``<exit_code>N</exit_code>``.
 _STATUS = re.compile(r"^<status>(?P<status>[a-z_]+)</status>", re.M)
-_EXIT_CODE = re.compile(r"^<exit_code>(?P<code>-?\d+)</exit_code>", re.M)
 
 # Words that name a job: runs of 3+ letters (``qwen``, ``vllm``) and sizes (``7b``, ``1.5b``,
 # ``8x7b``).
@@ -142,7 +141,7 @@ def job_state(output: str, recheck: bool = False) -> Reading | None:
     if status is not None:
         state = config().status.get(status.group("status"))
         if state is not None:
-            code = _EXIT_CODE.search(output)
+            code = RECHECK_EXIT_CODE.search(output)
             if state == "done" and code is not None and int(code.group("code")) != 0:
                 state = "failed"
             said = f"<status>{status.group('status')}</status>"

@@ -254,14 +254,25 @@ def _tested_text(test: ast.expr, constants: dict[str, object]) -> str | None:
 
 
 def _printed(body: list[ast.stmt]) -> str | None:
-    """The literal text a block prints on its own line before it leaves (``print("UP")``)."""
+    """The literal text a block prints at the start of a line before it leaves
+    (``print("UP")``, ``print("up after", i * 5, "s")``, ``print(f"ready in {t:.0f}s")``)."""
     for stmt in body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            if _name(stmt.value.func) == ["print"] and len(stmt.value.args) == 1:
-                texts = _texts(stmt.value.args[0], {})
-                if texts and texts[0].strip():
-                    return texts[0].strip()
+            if _name(stmt.value.func) == ["print"] and stmt.value.args:
+                text = _leading_text(stmt.value.args[0])
+                if text and text.strip():
+                    return text.strip()
     return None
+
+
+def _leading_text(node: ast.expr) -> str | None:
+    """The literal text an argument of ``print`` opens with (an f-string's first part when
+    it is literal)."""
+    if isinstance(node, ast.JoinedStr):
+        first = node.values[0] if node.values else None
+        return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+    value = _value(node, {})
+    return value if isinstance(value, str) else None
 
 
 def _iterations(loop: ast.For | ast.AsyncFor | ast.While, constants: dict[str, object]) -> int | None:

@@ -277,8 +277,25 @@ def loop_shape(command: str) -> LoopShape | None:
                     interval = seconds(core[k + 1]) or interval
                 elif w.startswith("-n") and len(w) > 2:
                     interval = seconds(w[2:]) or interval
-            return LoopShape("watch", interval, None, timeout_s, _checks(script.commands))
+            return LoopShape("watch", interval, None, timeout_s, _checks(script.commands),
+                             target=_watched(core))
     return _sleep_then_look(script, timeout_s)
+
+
+_WATCH_OPTIONS_WITH_ARG = frozenset({"-n", "--interval", "-q", "--equexit"})
+
+
+def _watched(core: list[str]) -> str | None:
+    """What ``watch [options] COMMAND…`` runs again and again: the target its own words
+    name (a URL, a log, ``nvidia-smi``), else the program it runs."""
+    i = 1
+    while i < len(core) and core[i].startswith("-"):
+        i += 1 if "=" in core[i] or core[i] not in _WATCH_OPTIONS_WITH_ARG else 2
+    if i >= len(core):
+        return None
+    watched = parse_shell(" ".join(core[i:]))
+    names = [c.name for c in watched.commands if c.name]
+    return _target(watched) or (names[0] if names else None)
 
 
 def _sleep_then_look(script: ShellScript, timeout_s: float | None) -> LoopShape | None:
@@ -333,15 +350,18 @@ def exit_patterns(command: str) -> tuple[str | None, str | None, str | None, str
     (or ``exit``, or ``if grep …; then … fi``); a check other than grep gives only a marker."""
     success = failure = s_mark = f_mark = None
     grep_spans: list[tuple[int, int]] = []
-    for m in _BREAK_AFTER.finditer(command):
-        grep_spans.append(m.span())
-        block = m.group("block") or m.group("then") or ""
+    for m, block, depth, tells_apart in _grep_exits(command):
+        if not depth:  # (a nested one's span is within its block, inside this one's)
+            grep_spans.append(m.span())
         if not _EXITS.search(block):
             continue
         pat = _unquote(m.group("pat"))
         marker = _marker(block)
+        # (a pattern naming a failure is the failure pattern, unless its block says it is
+        # ready, or a grep in its block tells a failure apart: ``"ready|error"``)
         failing = bool(_FAIL_WORDS.search(block)) or (
-            bool(_FAIL_WORDS.search(pat)) and not re.search(r"exit\s+0|ready|ok\b|up\b", block, re.I)
+            bool(_FAIL_WORDS.search(pat)) and not tells_apart
+            and not re.search(r"exit\s+0|ready|ok\b|up\b", block, re.I)
         )
         if failing and failure is None:
             failure, f_mark = pat, marker
@@ -364,6 +384,24 @@ def exit_patterns(command: str) -> tuple[str | None, str | None, str | None, str
         elif success is None and s_mark is None:
             s_mark = marker
     return success, failure, s_mark, f_mark
+
+
+def _grep_exits(command: str, depth: int = 0) -> Iterator[tuple[re.Match[str], str, int, bool]]:
+    """Each ``grep … && {…}`` / ``if grep …; then … fi`` of ``command`` with its own block:
+    what the block runs apart from the ``grep``s with blocks of their own nested in it
+    (``if grep -qE "ready|error" log; then grep -q Traceback log && { echo FAILED; exit 1; };
+    echo READY; break; fi``: the outer grep leaves with READY, the inner one with FAILED),
+    outer ones first, with how deep in other ones' blocks each is and whether its block
+    holds such a grep of its own."""
+    for m in _BREAK_AFTER.finditer(command):
+        block = m.group("block") or m.group("then") or ""
+        inner = list(_grep_exits(block, depth + 1)) if "grep" in block else []
+        own = block
+        for n, _, level, _ in inner:
+            if level == depth + 1:
+                own = own.replace(n.group(0), " ", 1)
+        yield m, own, depth, bool(inner)
+        yield from inner
 
 
 _AFTER_LOOP = re.compile(r"\bdone\s*(?:;|&&)\s*(?P<rest>echo\b[^\n]*)")
@@ -427,17 +465,21 @@ def _search(pattern: str | None, text: str) -> int:
 
 
 def _first_marker(marker: str | None, text: str) -> int:
+    """Where a line of ``text`` that opens with ``marker`` (as a word) first is, or -1: the
+    line an exit block printed (``echo READY``; ``print("up after", t, "s")``)."""
     if not marker:
         return -1
-    m = re.search(rf"^\s*{re.escape(marker)}\s*$", text, re.M)
+    m = re.search(rf"^\s*{re.escape(marker)}(?:[ \t][^\n]*)?$", text, re.M)
     return m.start() if m else -1
 
 
 def _outcome(
-    call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out: str, reads_log: bool
+    call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], out: str, reads_log: bool,
+    ran_s: float | None = None,
 ) -> str:
     """``reads_log``: the loop reads a log (``_reads_log``), whose server milestones tell
-    the outcome when the loop names no pattern of its own."""
+    the outcome when the loop names no pattern of its own; ``ran_s``: how long the command
+    ran (its output's wall time, else its record's), for ``_ended_by_clock``."""
     success, failure, s_mark, f_mark = pats
     s_pos = _first_marker(s_mark, out)
     f_pos = _first_marker(f_mark, out)
@@ -457,6 +499,9 @@ def _outcome(
         lines = _iteration_lines(out)
         if lines >= shape.max_iterations:
             return "timeout"
+    by_clock = _ended_by_clock(call, shape, pats, ran_s)
+    if by_clock is not None:
+        return by_clock
     if shape.on_condition and call.exit_code == 0:
         return "ready"  # (the loop ended, and not by its failure exit: its condition held)
     if shape.on_condition and shape.timeout_s is None and _printed_after_loop(call.command, out):
@@ -464,6 +509,43 @@ def _outcome(
     if reads_log and not (success or s_mark):  # (a failure pattern not seen says nothing)
         return _implied_outcome(out)
     return "unknown"
+
+
+_LEAVES = re.compile(r"\bbreak\b|\bexit\s+0\b")
+
+
+def _ended_by_clock(
+    call: ToolCall, shape: LoopShape, pats: tuple[str | None, ...], ran: float | None
+) -> str | None:
+    """How a loop of N rounds that sleeps each round and leaves only when its check passes
+    (``for i in $(seq 1 30); do curl -sf … && break; sleep 10; done``) ended, by how long it
+    ran, when its output does not say: ``timeout`` once it ran as long as all its sleeps
+    (the rounds ran out), ``ready`` when it finished before its sleeps could have run out
+    (it left early, and only a passing check leaves); else None."""
+    success, failure, s_mark, f_mark = pats
+    if (
+        ran is None or shape.kind != "loop" or not shape.max_iterations or not shape.interval_s
+        or failure or f_mark or call.status not in ("completed", "error")
+        or not (success or s_mark or _leaves_on_check(call.command or ""))
+    ):
+        return None
+    if ran >= shape.max_iterations * shape.interval_s:
+        return "timeout"
+    if ran < (shape.max_iterations - 1) * shape.interval_s and call.status == "completed" and (
+        call.exit_code in (0, None)
+    ):
+        return "ready"
+    return None
+
+
+def _leaves_on_check(command: str) -> bool:
+    """A check leaves the loop when it passes (``curl -sf … && break``, ``if nc -z …; then
+    break; fi``), by a block that is no failure exit."""
+    for m in _CHECK_EXIT.finditer(command):
+        block = m.group("block") or m.group("then") or ""
+        if _LEAVES.search(block) and not _FAIL_WORDS.search(block):
+            return True
+    return False
 
 
 LOG_READERS = frozenset({"tail", "cat", "head", "grep", "egrep", "rg", "journalctl", "less"})
@@ -580,7 +662,8 @@ def analyse_call(session_id: str, msg_idx: int, call: ToolCall) -> PollingLoop |
     if shape.interval_s is not None and shape.max_iterations:
         span = shape.interval_s * shape.max_iterations
         max_wait = min(max_wait, span) if max_wait else span
-    outcome = _outcome(call, shape, pats, out, _reads_log(script))
+    ran = printed.wall_time_s if printed.wall_time_s is not None else call.duration_s
+    outcome = _outcome(call, shape, pats, out, _reads_log(script), ran)
     waited = _waited(call, shape, out, printed.wall_time_s)
     if outcome == "timeout" and max_wait and (printed.wall_time_s, call.duration_s) == (None, None):
         waited = max_wait  # (no clock: it ran until its limit)
@@ -769,7 +852,9 @@ def session_loops(
         elif first.tool in BACKGROUND_CHECK_TOOLS and _is_loop(run):
             job = background_job_id(first) or "?"
             target = jobs.get(job) or f"background job {job}"
-            loops.append(_session_loop(session_id, run, target, _recheck_wait(run, calls)))
+            loops.append(_session_loop(
+                session_id, run, target, _recheck_wait(run, calls), _recheck_interval(run, calls)
+            ))
     return loops
 
 
@@ -806,6 +891,33 @@ def _recheck_wait(run: Run, calls: list[tuple[int, ToolCall]]) -> float | None:
     return max(0.0, (end - start).total_seconds()) if start and end else None
 
 
+def _recheck_interval(run: Run, calls: list[tuple[int, ToolCall]]) -> float | None:
+    """How long a run of re-checks slept before each re-check (the ``sleep N`` calls just
+    before it), the middle value of those that slept; None when none did."""
+    k = [id(call) for _, call in calls].index(id(run[0][1]))
+    while k > 0 and _only_waits(calls[k - 1][1]):
+        k -= 1
+    rechecks = {id(call) for _, call in run}
+    slept: list[float] = []
+    total, seen = 0.0, 0
+    for _, call in calls[k:]:  # (only sleeps between the re-checks of a run)
+        if id(call) not in rechecks:
+            total += _slept(call.command or "")
+            continue
+        if total > 0:
+            slept.append(total)
+        total, seen = 0.0, seen + 1
+        if seen == len(run):
+            break
+    return sorted(slept)[(len(slept) - 1) // 2] if slept else None
+
+
+def _slept(command: str) -> float:
+    """The seconds the ``sleep`` commands of ``command`` sleep, together."""
+    words = (core_words(c.words) for c in parse_shell(command).commands)
+    return sum(seconds(w[1]) or 0.0 for w in words if len(w) > 1 and w[0] == "sleep")
+
+
 def _running_commands(calls: list[tuple[int, ToolCall]]) -> dict[str, str]:
     """exec session id -> the command of the shell call whose output left it running."""
     found: dict[str, str] = {}
@@ -818,21 +930,21 @@ def _running_commands(calls: list[tuple[int, ToolCall]]) -> dict[str, str]:
 
 
 def _session_loop(
-    session_id: str, run: Run, target: str, waited: float | None = None
+    session_id: str, run: Run, target: str, waited: float | None = None, interval: float | None = None
 ) -> PollingLoop:
     """The loop of ``run``: ready or failed by the exit code the last poll prints, else by
     the server milestones the polls printed; waited ``waited`` when given, else as long as
     the polls' headers say (or their records, without headers)."""
     msg_idx, last = run[-1]
     outputs = [command_output(call.output) for _, call in run]
-    exits = [o.exit_code for o in outputs if o.exit_code is not None]
+    exits = [code for o in outputs if (code := _exit_code_of(o.exit_code, o.text)) is not None]
     if waited is None:
         waited = _polls_waited(run, [o.wall_time_s for o in outputs])
     return trusted(PollingLoop, {
         "session_id": session_id,
         "msg_idx": msg_idx,
         "call_id": last.call_id,
-        "interval_s": None,
+        "interval_s": interval,
         "max_iterations": None,
         "max_wait_s": None,
         "target": target[:200],
@@ -841,6 +953,20 @@ def _session_loop(
         "outcome": _session_outcome(last, exits[-1] if exits else None, [o.text for o in outputs]),
         "waited_s": waited,
     }, _LOOP_FIELDS)
+
+
+RECHECK_EXIT_CODE = re.compile(r"^<exit_code>(?P<code>-?\d+)</exit_code>", re.M)
+"""The exit code a Claude Code re-check of a finished background job shows (after its
+``<status>``; FORMATS.md, "Background and polling")."""
+
+
+def _exit_code_of(header_code: int | None, text: str) -> int | None:
+    """The exit code a poll's output shows: its header's (Codex), else a re-check's
+    ``<exit_code>``."""
+    if header_code is not None:
+        return header_code
+    m = RECHECK_EXIT_CODE.search(text) if "<exit_code>" in text else None
+    return int(m.group("code")) if m else None
 
 
 def _polls_waited(run: Run, walls: list[float | None]) -> float | None:
