@@ -504,16 +504,10 @@ def test_the_lever_after_one_with_nothing_before_compares_with_its_number() -> N
 
 def _throughput_sweep(goal: str) -> tuple[_Sweep, Callable[[int, float], int]]:
     """A tuning session on output throughput at concurrency 64, and its bench step."""
-    s = _Sweep(goal)
+    s, bench_at = _concurrency_sweep(goal)
 
     def bench(launch: int, value: float) -> int:
-        idx = s.msg("tool")
-        s.measurements.append(
-            {"msg_idx": idx, "metric": "output_token_throughput", "value": value,
-             "unit": "tok/s", "label": f"concurrency=64,launch_msg_idx={launch}",
-             "source": "bench_serving"}
-        )
-        return idx
+        return bench_at(launch, 64, value)
 
     return s, bench
 
