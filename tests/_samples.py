@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -119,3 +120,13 @@ def submitted_jobs(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
     monkeypatch.setattr(TagWorker, "submit", submit)
     return jobs
+
+
+def claude_code_line(i: int, session: str, role: str, content: object) -> str:
+    """Record ``i`` of a Claude Code session's JSONL (uuids chained, a second apart from
+    2026-05-14 12:00), without its newline."""
+    return json.dumps({
+        "type": role, "uuid": f"u{i}", "parentUuid": f"u{i - 1}" if i else None,
+        "sessionId": session, "timestamp": f"2026-05-14T12:{i // 60:02d}:{i % 60:02d}Z",
+        "message": {"role": role, "content": content},
+    })

@@ -329,6 +329,13 @@ def test_a_poll_without_its_exec_command_names_the_session(tmp_path: Path) -> No
     assert (loop.target, loop.outcome, loop.waited_s) == ("exec session 55", "unknown", 8.0)
 
 
+def _call_at(t0: datetime, i: int, tool: str, start: float, end: float, **kw: str) -> ToolCall:
+    """A completed call of message ``i``, ``start`` to ``end`` seconds after ``t0``."""
+    return ToolCall(session_id="s", msg_idx=i, call_id=f"c{i}", tool=tool, status="completed",
+                    started_at=t0 + timedelta(seconds=start),
+                    ended_at=t0 + timedelta(seconds=end), **kw)
+
+
 def test_claude_code_rechecks_of_a_background_job_are_one_loop() -> None:
     """A server started in the background, then sleeps and BashOutput re-checks until its
     log says it is up: one loop at the last re-check, on the command started, ready by
@@ -337,9 +344,7 @@ def test_claude_code_rechecks_of_a_background_job_are_one_loop() -> None:
     t0 = datetime(2026, 3, 10, 9, 0, 0)
 
     def call(i: int, tool: str, start: float, end: float, **kw: str) -> ToolCall:
-        return ToolCall(session_id="s", msg_idx=i, call_id=f"c{i}", tool=tool, status="completed",
-                        started_at=t0 + timedelta(seconds=start),
-                        ended_at=t0 + timedelta(seconds=end), **kw)
+        return _call_at(t0, i, tool, start, end, **kw)
 
     serve = "vllm serve m --port 8100"
     recheck = '{"bash_id": "7f3a21"}'
@@ -378,9 +383,7 @@ def test_claude_code_rechecks_of_a_finished_job_end_as_its_exit_code_and_sleep_b
     t0 = datetime(2026, 5, 2, 8, 0, 0)
 
     def call(i: int, tool: str, start: float, end: float, **kw: str) -> ToolCall:
-        return ToolCall(session_id="s", msg_idx=i, call_id=f"c{i}", tool=tool, status="completed",
-                        started_at=t0 + timedelta(seconds=start),
-                        ended_at=t0 + timedelta(seconds=end), **kw)
+        return _call_at(t0, i, tool, start, end, **kw)
 
     build = "cd ~/src/xformers && MAX_JOBS=8 python setup.py develop"
     recheck = '{"bash_id": "a91c0e"}'

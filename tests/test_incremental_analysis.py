@@ -4,12 +4,11 @@ levers and readiness verdicts, whatever the cut points."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
-from _samples import table_rows
+from _samples import claude_code_line, table_rows
 
 from analytics.analysis import run
 from analytics.ingest import ingest
@@ -107,11 +106,7 @@ def _background_wait(path: Path, between: int) -> list[bytes]:
 
     def line(role: str, content: object) -> None:
         i = len(lines)
-        lines.append(json.dumps({
-            "type": role, "uuid": f"u{i}", "parentUuid": f"u{i - 1}" if i else None,
-            "sessionId": "bg", "timestamp": f"2026-05-14T12:{i // 60:02d}:{i % 60:02d}Z",
-            "message": {"role": role, "content": content},
-        }).encode() + b"\n")
+        lines.append(claude_code_line(i, "bg", role, content).encode() + b"\n")
 
     def call(call_id: str, tool: str, args: dict[str, object], result: str) -> None:
         line("assistant", [{"type": "tool_use", "id": call_id, "name": tool, "input": args}])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from _samples import claude_code_line
 from golden.case_studies import SessionBuilder
 
 from analytics.analysis.jobs import (
@@ -394,11 +395,7 @@ def test_claims_about_background_jobs_of_a_claude_code_session(tmp_path: Path) -
 
     def line(role: str, content: object) -> None:
         i = len(lines)
-        lines.append(json.dumps({
-            "type": role, "uuid": f"u{i}", "parentUuid": f"u{i - 1}" if i else None,
-            "sessionId": "jobs", "timestamp": f"2026-05-14T12:{i // 60:02d}:{i % 60:02d}Z",
-            "message": {"role": role, "content": content},
-        }))
+        lines.append(claude_code_line(i, "jobs", role, content))
 
     def call(call_id: str, tool: str, args: dict[str, object], result: str) -> None:
         line("assistant", [{"type": "tool_use", "id": call_id, "name": tool, "input": args}])
