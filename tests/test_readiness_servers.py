@@ -321,3 +321,17 @@ def test_a_script_run_before_it_was_written_is_no_smoke_test() -> None:
     _write_script(s, "heredoc", "smoke.py", SMOKE_PY)
     ((verdict, why),) = s.verdicts()
     assert verdict == "unverified", why
+
+
+def test_a_check_script_is_a_check_of_the_server_it_addresses() -> None:
+    """The script calls the assistant model on 31000: it supports a claim about that
+    server, and neither supports nor contradicts one about the reranker on 31002."""
+    s = _Two.launched()
+    _write_script(s, "heredoc", "/root/smoke.py", SMOKE_PY)
+    s.run("ssh gpu7 'python3 /root/smoke.py'", "The capital of France is Paris.")
+    s.claim("The reranker on 31002 is up and answering.")
+    s.run("ssh gpu7 'python3 /root/smoke.py'", "The capital of France is Paris.")
+    s.claim("The assistant model on 31000 is up and answering.")
+    (reranker, why), (assistant, why_assistant) = s.verdicts()
+    assert reranker == "unverified", why
+    assert assistant == "supported", why_assistant

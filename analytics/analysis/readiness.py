@@ -313,12 +313,10 @@ def claimed_port(claim_text: str, servers: list[_Server]) -> int | None:
     return next(iter(named)) if len(named) == 1 else None
 
 
-def _about_other_server(command: str, port: int | None) -> bool:
-    """A check addressed to other ports only says nothing of the server on ``port``."""
-    if port is None:
-        return False
-    ports = command_ports(command)
-    return bool(ports) and port not in ports
+def _about_other_server(ports: frozenset[int], port: int | None) -> bool:
+    """A check addressed to other ports (``ports``) only says nothing of the server on
+    ``port``."""
+    return port is not None and bool(ports) and port not in ports
 
 
 @lru_cache(maxsize=1)
@@ -444,6 +442,8 @@ class _Evidence:
         traits: dict[str, tuple[bool, bool, bool]] = {}  # agents repeat their commands
         self.calls: list[_Call] = []
         scripted: list[tuple[int, str]] = []  # calls running a script file, with its name
+        self._script_ports: dict[str, frozenset[int]] = {}
+        """A check script's command -> the ports of the addresses in the script."""
         for m, at, cid, cmd, status, tool in zip(msgs, ats, *columns, tools, strict=True):
             command = text_of(cmd)
             if command not in traits:
@@ -486,6 +486,14 @@ class _Evidence:
         self._job_ids: dict[tuple[int, str], str | None] | None = None
         self.outputs: dict[tuple[int, str], str] = {}
 
+    def about_other_server(self, command: str, port: int | None) -> bool:
+        """A check made by ``command`` is addressed to other ports than ``port`` only: the
+        addresses in the command, or, for a check script the session wrote, in the script."""
+        if port is None:
+            return False
+        ports = self._script_ports.get(command) or command_ports(command)
+        return _about_other_server(ports, port)
+
     def _smoke_scripts(self, scripted: list[tuple[int, str]]) -> None:
         """The calls of ``scripted`` (index, script name) that run a script the session
         wrote (its last version before the call) calling a generation endpoint are smoke
@@ -498,6 +506,7 @@ class _Evidence:
             j = bisect_left(versions, (call.msg, "")) - 1
             if j >= 0 and smoke.search(versions[j][1], lowered(versions[j][1])):
                 self.calls[n] = call._replace(calls_model=True)
+                self._script_ports[call.command] = command_ports(versions[j][1])
 
     def _script_bodies(self, names: set[str]) -> dict[str, list[tuple[int, str]]]:
         """Each version of the files named ``names`` that the session wrote, with the
@@ -870,17 +879,17 @@ def judge_claim(
         s for s in ev.server_signals(lo, msg_idx + 1)
         if (s.msg_idx < msg_idx or s.kind != "failure") and not _from_other_server(ev, s, port)
     ]
-    own = [c for c in ev.checks(msg_idx, msg_idx + 1) if not _about_other_server(c[1], port)]
+    own = [c for c in ev.checks(msg_idx, msg_idx + 1) if not ev.about_other_server(c[1], port)]
     own_before = [s for s, cmd in own if _precedes_claim(message_text, claim_pos, cmd)]
     checks_before = [
-        s for s, cmd in ev.checks(lo, msg_idx) if not _about_other_server(cmd, port)
+        s for s, cmd in ev.checks(lo, msg_idx) if not ev.about_other_server(cmd, port)
     ] + own_before
     hi = msg_idx + LOOKAHEAD + 1
     if next_claim is not None:
         hi = min(hi, next_claim)
     after = (
         [s for s, _ in own if s not in own_before]
-        + [s for s, cmd in ev.checks(msg_idx + 1, hi) if not _about_other_server(cmd, port)]
+        + [s for s, cmd in ev.checks(msg_idx + 1, hi) if not ev.about_other_server(cmd, port)]
         + [
             s for s in ev.server_signals(msg_idx, hi)
             if s.kind == "failure" and not _from_other_server(ev, s, port)
