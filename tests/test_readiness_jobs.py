@@ -19,11 +19,11 @@ from analytics.analysis.jobs import (
     claim_kinds,
     claimed_looks,
     command_words,
-    job_id,
     job_state,
 )
 from analytics.analysis.readiness import subject_of
 from analytics.analysis.session import analyse_session, load_session_frames
+from analytics.analysis.tagging.polling import input_job_id
 from analytics.ingest import ingest
 from analytics.models import ReadinessClaim
 from analytics.store.migrations import migrate
@@ -142,8 +142,8 @@ def test_words_and_kinds() -> None:
     assert claim_kinds("All 12 shards of the 8x7B are on disk.") == {"download"}
     assert claim_kinds("The flash-attn wheel is installed.") == {"build"}
     assert claim_kinds("The GGUF conversion finished.") == {"convert"}
-    assert job_id('{"task_id": "t7", "block": false}') == "t7"
-    assert job_id('{"bash_id": "b2"}') == "b2"
+    assert input_job_id('{"task_id": "t7", "block": false}') == "t7"
+    assert input_job_id('{"bash_id": "b2"}') == "b2"
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 from analytics.analysis.literals import AnyLiteral, Gated, lowered
-from analytics.analysis.tagging.polling import JOB_ID_KEYS, RECHECK_EXIT_CODE
+from analytics.analysis.tagging.polling import RECHECK_EXIT_CODE
 
 STATES = ("failed", "done", "running")
 
@@ -200,20 +200,6 @@ def command_words(command: str) -> frozenset[str]:
 def claim_words(claim_text: str) -> frozenset[str]:
     """The words of a claim that may name a job (``qwen``, ``7b``), generic ones left out."""
     return _name_words(claim_text)
-
-
-def job_id(input_: str | None) -> str | None:
-    """The background job a re-check's input (a JSON object) reads, or None."""
-    try:
-        data = json.loads(input_ or "{}")
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    for key in JOB_ID_KEYS:
-        if data.get(key):
-            return str(data[key])
-    return None
 
 
 # --------------------------------------------------------------------------- looks

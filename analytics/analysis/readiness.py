@@ -44,6 +44,7 @@ from analytics.analysis.tagging.polling import (
     BACKGROUND_CHECK_TOOLS,
     SHELL_TOOLS,
     background_job_started,
+    input_job_id,
 )
 from analytics.command_output import command_output
 from analytics.formats import (
@@ -753,7 +754,7 @@ class _Evidence:
                 {"tool": sorted(BACKGROUND_CHECK_TOOLS)}, min_idx=self.lo,
             )
             self._job_ids = {
-                (int(m), str(c)): jobs.job_id(text_of(i))
+                (int(m), str(c)): input_job_id(text_of(i))
                 for m, c, i in zip(msgs, ids, inputs, strict=True)
             }
         job = self._job_ids.get((call.msg, call.call_id))

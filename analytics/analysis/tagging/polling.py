@@ -700,13 +700,22 @@ def background_job_id(call: ToolCall) -> str | None:
         return polled_session(call)
     if call.tool not in BACKGROUND_CHECK_TOOLS | WAIT_TOOLS:
         return None
-    data = _input_object(call)
-    if data is None:
-        return "?"
+    return input_job_id(call.input) or "?"
+
+
+def input_job_id(input_: str | None) -> str | None:
+    """The background job id a re-check's input (a JSON object) names (``bash_id``,
+    ``task_id`` …), or None."""
+    try:
+        data = json.loads(input_ or "{}")
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
     for key in JOB_ID_KEYS:
         if data.get(key):
             return str(data[key])
-    return "?"
+    return None
 
 
 def _input_object(call: ToolCall) -> dict[str, object] | None:
