@@ -9,7 +9,7 @@ import re
 
 FORMATS = ("opencode", "claude_code", "codex", "transcript_text")
 
-PARSER_VERSIONS = {"opencode": 1, "claude_code": 1, "codex": 2, "transcript_text": 1}
+PARSER_VERSIONS = {"opencode": 1, "claude_code": 2, "codex": 2, "transcript_text": 1}
 """The version of each format's parser (its module's ``PARSER_VERSION``). Bump a format's
 number when the rows its files give change (a record read otherwise, a field filled that
 was not): ``ingest_files.parser_version`` keeps the number a file was read with, and an

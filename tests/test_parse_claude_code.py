@@ -831,3 +831,48 @@ def test_a_reused_tool_use_id_does_not_lose_the_open_call(tmp_path: Path) -> Non
     assert sorted((c.msg_idx, c.command, c.status) for c in calls) == [
         (0, "sleep 100", "running"), (1, "ls", "completed")
     ]  # fmt: skip
+
+
+def _bash_result(tmp_path: Path, command: str, result: dict[str, object], is_error: bool = False,
+                 text: str = "") -> ToolCall:
+    """The call of a Claude Code Bash ``command`` whose result line carries ``result``
+    (``toolUseResult``)."""
+    use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": command}}
+    block = {"type": "tool_result", "tool_use_id": "toolu_1", "content": text, "is_error": is_error}
+    path = tmp_path / "recent-1.jsonl"
+    path.write_text("".join(json.dumps({**_ENV, **line}) + "\n" for line in [
+        {"type": "assistant", "uuid": "a1", "message": {"role": "assistant", "content": [use]}},
+        {"type": "user", "uuid": "u1", "parentUuid": "a1", "toolUseResult": result,
+         "message": {"role": "user", "content": [block]}},
+    ]))
+    items, _ = parse(path)
+    (call,) = of(items, ToolCall)
+    return call
+
+
+_PLAIN = {"stdout": "ok", "stderr": "", "interrupted": False, "isImage": False}
+
+
+@pytest.mark.parametrize(
+    ("result", "is_error", "text", "expected"),
+    [
+        # Claude Code makes a non-zero exit an error result: a plain one exited 0
+        (_PLAIN, False, "ok", ("completed", 0)),
+        ({k: v for k, v in _PLAIN.items() if k != "isImage"}, False, "ok", ("completed", 0)),
+        # grep finding nothing exits 1, which Claude Code does not call an error
+        ({**_PLAIN, "returnCodeInterpretation": "No matches found"}, False, "", ("completed", None)),
+        # sent to the background: still running
+        ({**_PLAIN, "backgroundTaskId": "dce0af"}, False,
+         "Command running in background with ID: dce0af", ("completed", None)),
+        ({**_PLAIN, "interrupted": True}, False, "", ("aborted", None)),
+        ("Error: Exit code 2\nls: cannot access", True, "Exit code 2\nls: cannot access",
+         ("error", 2)),
+        ("Error: Traceback (most recent call last):", True, "Traceback (most recent call last):",
+         ("error", None)),
+    ],
+)
+def test_a_bash_result_without_error_exited_0(
+    tmp_path: Path, result: object, is_error: bool, text: str, expected: tuple[str, int | None]
+) -> None:
+    call = _bash_result(tmp_path, "ls /srv", result, is_error, text)  # type: ignore[arg-type]
+    assert (call.status, call.exit_code) == expected

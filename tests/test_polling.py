@@ -679,3 +679,29 @@ def test_a_python_loop_that_prints_its_marker_with_values_is_ready(printing: str
     loop = run(command, output)
     assert loop is not None and (loop.interval_s, loop.max_iterations, loop.outcome) == (2.0, 30, "ready")
     assert run(command, "porting done").outcome == "unknown"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("command", "outcome"),
+    [
+        ("until curl -sf localhost:8000/health; do sleep 5; done", "ready"),
+        # only the condition ends it: whatever follows ran after it held
+        ("until curl -sf localhost:8000/health; do sleep 5; done | tee wait.log", "ready"),
+        ("timeout 300 bash -c 'until curl -sf localhost:8000/health; do sleep 5; done'", "ready"),
+        ("timeout 300 bash -c 'until curl -sf localhost:8000/health; do sleep 5; done' && "
+         "curl -s localhost:8000/v1/models | jq -r '.data[0].id'", "ready"),
+        # the timeout may have ended it: the exit status is jq's or echo's either way
+        ("timeout 300 bash -c 'until curl -sf localhost:8000/health; do sleep 5; done'; "
+         "curl -s localhost:8000/v1/models | jq -r '.data[0].id'", "unknown"),
+        ("timeout 300 bash -c 'until curl -sf localhost:8000/health; do sleep 5; done' || "
+         "echo gave up", "unknown"),
+        # its counter may have ended it
+        ("n=0; until curl -sf localhost:8000/health; do sleep 5; n=$((n+1)); "
+         "[ $n -ge 24 ] && break; done; echo waited", "unknown"),
+    ],
+)
+def test_an_exit_of_0_is_the_condition_met_only_when_it_is_the_loops(
+    command: str, outcome: str
+) -> None:
+    loop = run(command, "", exit_code=0)
+    assert loop is not None and loop.outcome == outcome

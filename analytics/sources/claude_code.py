@@ -445,7 +445,26 @@ def outcome(text: str, is_error: bool, tool_use_result: object) -> tuple[ToolSta
         or extra.get("interrupted") is True
     ):
         return "aborted", exit_code
+    if exit_code is None and not is_error and _exited_cleanly(extra):
+        exit_code = 0
     return ("error" if is_error else "completed"), exit_code
+
+
+_NOT_A_PLAIN_EXIT = ("backgroundTaskId", "returnCodeInterpretation", "exitCode", "shellId")
+"""Keys of a result that tell a shell command's exit apart from "it exited 0": sent to the
+background (still running), an exit code the tool read as no error (``grep`` finding nothing
+exits 1: "No matches found"), or a re-check of a background shell (its own ``exitCode``)."""
+
+
+def _exited_cleanly(extra: dict[str, Any]) -> bool:
+    """A Bash result (``stdout``, ``interrupted``) that is no error: the command exited 0.
+    Claude Code makes a command's non-zero exit an error result (``Error: …``), except where
+    it names the code's meaning (``returnCodeInterpretation``)."""
+    return (
+        "stdout" in extra
+        and extra.get("interrupted") is False
+        and not any(key in extra for key in _NOT_A_PLAIN_EXIT)
+    )
 
 
 # ---------------------------------------------------------------------------

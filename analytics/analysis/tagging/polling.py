@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
 from analytics.analysis.tagging.codeloop import code_loop
 from analytics.analysis.tagging.shell import (
+    Loop,
     ShellScript,
     SimpleCommand,
     core_words,
@@ -130,7 +131,10 @@ class LoopShape:
     """What a ``code`` loop checks (a shell loop's is read off the script: ``_target``)."""
     on_condition: bool = False
     """A shell loop that ends when its condition says so (``until curl …``, ``while !
-    nc -z …``, ``while pgrep …``): when the command exits 0, the condition was met."""
+    nc -z …``, ``while pgrep …``)."""
+    exit_0_met: bool = False
+    """For a loop on its condition, an exit of 0 says the condition was met
+    (``_exit_0_met``)."""
 
 
 def _sleep_of(cmds: list[SimpleCommand]) -> float | None:
@@ -246,6 +250,58 @@ def _waits_on_condition(kind: str, header: str) -> bool:
     return kind == "until" or (kind == "while" and bool(words) and words[0] not in ("true", ":"))
 
 
+def _exit_0_met(script: ShellScript, loop: Loop, timeout_s: float | None) -> bool:
+    """A command holding a loop on its condition that exits 0 saw the condition met: when
+    nothing but the condition ends the loop (no outer ``timeout``, no ``break`` or ``exit``
+    in it), the command could only run to its end that way; else when it exits 0 only if the
+    loop did (``_exits_as_loop``)."""
+    if timeout_s is None and not any(
+        c.name in _LOOP_LEAVERS for c in script.commands if loop.id in c.loops
+    ):
+        return True
+    return _exits_as_loop(script, loop)
+
+
+_LOOP_LEAVERS = frozenset({"break", "exit", "return"})
+
+
+def _exits_as_loop(script: ShellScript, loop: Loop) -> bool:
+    """The command exits 0 only if ``loop`` did: nothing runs after the loop, or only what
+    ``&&`` chains to it (``timeout 300 bash -c 'until …' && echo up``). After ``; curl -s
+    … | jq`` the exit status is ``jq``'s, whether the loop's condition was met or not. A loop
+    inside a command (``timeout 300 bash -c 'until …'``) is read at its own level, and that
+    command at the top level."""
+    level = [c for c in script.commands if loop.id in c.loops]
+    if not level:
+        return False
+    depth = level[0].nested
+    if not _nothing_unchained_after(
+        [c for c in script.commands if c.nested == depth], lambda c: loop.id in c.loops
+    ):
+        return False
+    if depth == 0:
+        return True
+    header = loop.header.split()[0] if loop.header.split() else ""
+    return _nothing_unchained_after(
+        [c for c in script.commands if c.nested == 0],
+        lambda c: bool(header) and any(header in w for w in c.words[1:]),
+    )
+
+
+def _nothing_unchained_after(
+    commands: list[SimpleCommand], holds: Callable[[SimpleCommand], bool]
+) -> bool:
+    """After the last of ``commands`` that ``holds`` (the loop, or the command holding it),
+    the rest runs only through ``&&`` (then pipes): the whole exits 0 only if it did."""
+    last = max((i for i, c in enumerate(commands) if holds(c)), default=None)
+    if last is None:
+        return False
+    rest = commands[last:]
+    if len(rest) == 1:
+        return True
+    return rest[0].next_op == "&&" and all(c.next_op in ("&&", "|") for c in rest[1:-1])
+
+
 @lru_cache(maxsize=4096)
 def loop_shape(command: str) -> LoopShape | None:
     """The polling loop in ``command``, or None when it does not poll."""
@@ -261,6 +317,7 @@ def loop_shape(command: str) -> LoopShape | None:
             return LoopShape(
                 "loop", interval, _iterations(loop.kind, loop.header, command), timeout_s, checks,
                 on_condition=_waits_on_condition(loop.kind, loop.header),
+                exit_0_met=_exit_0_met(script, loop, timeout_s),
             )
     for code in python_programs(script):
         found = code_loop(code, CHECK_PROGRAMS)
@@ -502,7 +559,7 @@ def _outcome(
     by_clock = _ended_by_clock(call, shape, pats, ran_s)
     if by_clock is not None:
         return by_clock
-    if shape.on_condition and call.exit_code == 0:
+    if shape.on_condition and shape.exit_0_met and call.exit_code == 0:
         return "ready"  # (the loop ended, and not by its failure exit: its condition held)
     if shape.on_condition and shape.timeout_s is None and _printed_after_loop(call.command, out):
         return "ready"  # (what it echoes once the loop is over is there: its condition held)
