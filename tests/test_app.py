@@ -782,3 +782,26 @@ def test_a_long_tool_output_can_be_shown_whole(own_db: Path) -> None:
     assert len(outputs) == 1 and len(outputs[0]) < len(body) and "line 002999" not in outputs[0]
     at.toggle(key=f"session-full-{S_CX}-0-o1").set_value(True).run()
     assert body.rstrip("\n") in [c.value.rstrip("\n") for c in at.code]
+
+
+def test_campaign_chart_names_the_goals_load() -> None:
+    """A run at a load other than the goal's, above the target line, must not read as the
+    target met: the series at the concurrency the goal names is marked as the goal's."""
+    series = pd.DataFrame(
+        {
+            "msg_idx": [3, 7, 9],
+            "value": [410.0, 905.0, 620.0],
+            "unit": "tok/s",
+            "label": ["concurrency=8,launch_msg_idx=1", "concurrency=32,launch_msg_idx=1",
+                      "concurrency=8,launch_msg_idx=6"],
+        }
+    )
+    levers = pd.DataFrame(columns=["seq", "name", "outcome", "value_before", "value_after",
+                                   "delta_pct", "start_msg_idx", "end_msg_idx", "evidence_msg_idx"])
+    goal = "Get decode throughput past 600 tok/s with 8 concurrent requests."
+    spec = explore.campaign_chart(series, levers, 600.0, "output_token_throughput", goal).to_dict()
+    line = spec["layer"][0]
+    rows = spec["datasets"][line["data"]["name"]]
+    assert sorted({r["conditions"] for r in rows}) == [
+        "concurrency=32", "concurrency=8 (the goal's load)"
+    ]

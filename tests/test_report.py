@@ -330,3 +330,26 @@ def test_a_multi_line_command_is_shown_as_one_line_that_reads_the_same(
     """The abort table names the command it stopped on one line: a line break that ends a
     command reads as ``;`` there (``do sleep 25 r=…`` would read as one command)."""
     assert one_line(command) == line
+
+
+def test_chart_lines_are_loads_and_the_goals_load_is_named() -> None:
+    """The report's chart draws a line per load, not per launch (``launch_msg_idx`` names
+    the run), and names the load the goal asks for, so that a run at another load above
+    the target line does not read as the target met."""
+    import pandas as pd
+
+    from analytics.models import Campaign
+    from analytics.report.charts import chart_series
+
+    campaign = Campaign(
+        campaign_id="s#c1", session_id="s", goal_text="reach 3000 tok/s at c32",
+        target_metric="output_token_throughput", target_value=3000.0, unit="tok/s",
+    )
+    rows = pd.DataFrame({
+        "msg_idx": [4, 9, 12, 15],
+        "value": [2100.0, 3300.0, 2500.0, 2900.0],
+        "label": ["concurrency=32,launch_msg_idx=2", "concurrency=256,launch_msg_idx=2",
+                  "concurrency=32,launch_msg_idx=10", "concurrency=32,launch_msg_idx=14"],
+    })
+    lines = {load: list(part["msg_idx"]) for load, part in chart_series(campaign, rows)}
+    assert lines == {"concurrency=256": [9], "concurrency=32 (the goal's load)": [4, 12, 15]}

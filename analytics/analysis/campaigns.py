@@ -386,6 +386,19 @@ def comparable_label(label: str | None) -> str | None:
     return ",".join(kept) or None
 
 
+def load_name(label: str | None, goal_concurrency: int | None = None) -> str | None:
+    """What a chart calls the series of a measurement: its load (``comparable_label``:
+    runs of every launch at concurrency 64 are one series), marked as the goal's when it is
+    at the concurrency the goal names (``stated_concurrency``), so that a run at another
+    load above the target line is not read as the target met."""
+    load = comparable_label(label)
+    if load is not None and goal_concurrency is not None and (
+        label_keys(load).get("concurrency") == str(goal_concurrency)
+    ):
+        return f"{load} (the goal's load)"
+    return load
+
+
 def _launch_of(label: str | None) -> int | None:
     """The launch a measurement was taken against, when its label names it."""
     value = label_keys(label).get("launch_msg_idx", "")

@@ -79,32 +79,38 @@ def use_log_scale(values: pd.Series, target: float | None) -> bool:
     return bool(points) and min(points) > 0 and max(points) / min(points) >= 10
 
 
-def _with_conditions(series: pd.DataFrame) -> pd.DataFrame:
+def _with_conditions(series: pd.DataFrame, goal_concurrency: int | None = None) -> pd.DataFrame:
     """The series with ``conditions``: the load a run was measured under (its label
-    without the keys that only name the run, as campaigns compare them)."""
-    from analytics.analysis.campaigns import comparable_label
+    without the keys that only name the run, as campaigns compare them; ``load_name``),
+    the goal's load marked."""
+    from analytics.analysis.campaigns import load_name
 
     labels = series["label"] if "label" in series else pd.Series(None, index=series.index)
     return series.assign(
         conditions=[
-            (comparable_label(lb) if isinstance(lb, str) else None) or "all runs" for lb in labels
+            (load_name(lb, goal_concurrency) if isinstance(lb, str) else None) or "all runs"
+            for lb in labels
         ]
     )
 
 
 def campaign_chart(
-    series: pd.DataFrame, levers: pd.DataFrame, target: float | None, metric: str
+    series: pd.DataFrame, levers: pd.DataFrame, target: float | None, metric: str,
+    goal_text: str | None = None,
 ) -> alt.LayerChart:
     """Metric over message order, a line per load condition (runs at concurrency 1 and 16
-    are not one series, as in the report's chart); a rule per lever coloured by outcome,
-    at its end, with its result where it was measured; the target line."""
+    are not one series, as in the report's chart), the load the goal names (in
+    ``goal_text``) marked as such; a rule per lever coloured by outcome, at its end, with
+    its result where it was measured; the target line."""
     import altair as alt
+
+    from analytics.analysis.campaigns import stated_concurrency
 
     x = alt.X("msg_idx:Q", title="message")
     log = use_log_scale(series["value"], target)
     y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     layers: list[alt.Chart] = [
-        alt.Chart(_with_conditions(series))
+        alt.Chart(_with_conditions(series, stated_concurrency(goal_text or "")))
         .mark_line(point=True)
         .encode(
             x=x,

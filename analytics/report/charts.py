@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analytics.analysis.campaigns import load_name, stated_concurrency  # noqa: E402
 from analytics.models import Campaign, Lever  # noqa: E402
 
 FIGSIZE = (8.0, 4.0)
@@ -27,21 +28,32 @@ OUTCOME_COLOURS = {
 }
 
 
+def chart_series(campaign: Campaign, rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The measurements ``rows`` of the campaign's metric as the chart's lines: one per
+    load (``load_name``: the runs of every launch at concurrency 64 are one line, a run at
+    concurrency 128 another), named, in message order; the goal's load is named so."""
+    goal_load = stated_concurrency(campaign.goal_text or "")
+    loads = [load_name(None if pd.isna(v) else str(v), goal_load) or "" for v in rows["label"]]
+    rows = rows.assign(load=loads)
+    return [
+        (load, rows[rows["load"] == load].sort_values("msg_idx")) for load in sorted(set(loads))
+    ]
+
+
 def metric_chart(
     campaign: Campaign, levers: list[Lever], measurements: pd.DataFrame, out: Path
 ) -> Path | None:
-    """The campaign's metric over the session (x = message index), levers marked as
-    vertical lines coloured by outcome, target as a dashed line when in range."""
+    """The campaign's metric over the session (x = message index), a line per load
+    (``load_name``), levers marked as vertical lines coloured by outcome, target as a dashed
+    line when in range."""
     metric = campaign.target_metric
     rows = measurements[measurements["metric"] == metric] if not measurements.empty else None
     if rows is None or rows.empty:
         return None
     plt.rcParams["svg.hashsalt"] = "transcript-analytics"
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
-    labels = sorted({"" if pd.isna(v) else str(v) for v in rows["label"]})
-    for label in labels:
-        part = rows[rows["label"].fillna("") == label].sort_values("msg_idx")
-        ax.plot(part["msg_idx"], part["value"], marker="o", linewidth=1.2, label=label or metric)
+    for load, part in chart_series(campaign, rows):
+        ax.plot(part["msg_idx"], part["value"], marker="o", linewidth=1.2, label=load or metric)
     top = float(rows["value"].max())
     for lever in levers:
         if lever.start_msg_idx is None:

@@ -47,7 +47,9 @@ if series.empty:
     st.warning("No measurements of the target metric inside this campaign.")
 else:
     st.altair_chart(
-        campaign_chart(series, levers, row["target_value"], str(row["target_metric"])),
+        campaign_chart(
+            series, levers, row["target_value"], str(row["target_metric"]), row["goal_text"]
+        ),
         key="campaign-chart",
     )
 
