@@ -479,13 +479,15 @@ def test_no_trigger_no_spacy() -> None:
 
 def test_triggers_cover_every_shipped_pattern() -> None:
     """Every shipped prose rule translates into at least one trigger regex (none is "always run")."""
-    from analytics.analysis.tagging.components import PATTERNS_DIR, read_jsonl
+    from analytics.analysis.tagging.components import PATTERNS_DIR, prefilter_steps, read_jsonl
     from analytics.analysis.tagging.triggers import compile_triggers, variants
 
     for row in read_jsonl(PATTERNS_DIR / "prose.jsonl"):
-        seqs = variants(row["pattern"])
+        seqs = prefilter_steps(row)
         assert seqs is not None, row["id"]
-        assert compile_triggers(seqs), row["id"]
+        found = compile_triggers(seqs)
+        assert found, row["id"]
+        assert not any(t.search("lorem ipsum dolor") for t in found), row["id"]  # not "any word"
     # untranslatable attributes mean "always a candidate", never a silent miss
     assert variants([{"POS": "VERB"}, {"LOWER": "because"}]) is None
 
@@ -507,6 +509,7 @@ def test_failure_context_unlocks_weak_cause() -> None:
         ("assistant", "Deployment is now complete. It's not supported on sm90 because the kernel is too slow."),
         ("user", "are you still there? is the server up yet ??"),
         ("user", "how's it going, any luck?"),
+        ("user", "部署好了吗"),
     ],
 )
 def test_rule_selection_matches_full_matcher(tagger: Tagger, role: str, text: str) -> None:

@@ -17,12 +17,13 @@ from analytics.analysis.tagging.components import (
     _QUOTED_LINE,
     PATTERNS_DIR,
     _quoted_line,
+    prefilter_steps,
     quoted_regions,
     read_jsonl,
 )
 from analytics.analysis.tagging.polling import _TIME, _TIMEOUT
 from analytics.analysis.tagging.tools import ToolRules
-from analytics.analysis.tagging.triggers import Step, variants
+from analytics.analysis.tagging.triggers import Step
 
 if TYPE_CHECKING:
     from analytics.analysis.tagging import Tagger
@@ -81,7 +82,7 @@ def _prose_seqs(role: str) -> list[list[Step]]:
     seqs: list[list[Step]] = []
     for row in read_jsonl(PATTERNS_DIR / "prose.jsonl"):
         if role in row.get("roles", ["user", "assistant"]):
-            seqs += variants(row["pattern"]) or []
+            seqs += prefilter_steps(row) or []
     return seqs
 
 

@@ -40,7 +40,7 @@ def tagger() -> Tagger:
     ("thx. is b up again", True),
     ("服务跑起来了吗？", True),
     ("训练结束了没？", True),
-    ("训练结束了没", False),  # the rule is prefiltered on its question mark
+    ("训练结束了没", True),  # the particle asks: no question mark needed
     ("not ready yet", False),
     ("did you restart the pod and rerun the eval", False),
     ("is the p99 better at c32", False),

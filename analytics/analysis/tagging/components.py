@@ -30,7 +30,7 @@ from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
 from spacy.tokens import Doc, Span, Token
 
-from analytics.analysis.tagging.triggers import Step, variants
+from analytics.analysis.tagging.triggers import Step, anchored, variants
 
 PATTERNS_DIR = Path(__file__).with_name("patterns")
 SPANS_KEY = "tags"
@@ -65,7 +65,7 @@ def one_edit_apart(a: str, b: str) -> bool:
 def _misspelt_checkin_word(lower: str) -> bool:
     if len(lower) < TYPO_MIN_CHARS or not lower.isalpha():
         return False
-    targets = lexicon()["checkin_typo_target"]
+    targets = _shipped_lexicon()["checkin_typo_target"]
     return lower not in targets and any(one_edit_apart(lower, t) for t in targets)
 
 
@@ -79,29 +79,62 @@ if not Token.has_extension("checkin_typo"):
 
 CJK_ASK_MAX_CHARS = 8
 """Longer runs of Chinese text ending in a question particle are requests, not status asks."""
+JA_ASK_MAX_CHARS = 12
+"""The same for Japanese, whose kana make words longer (サーバー起動した "server started")."""
 
 
 def _is_cjk(ch: str) -> bool:
     return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
 
 
+def _is_japanese(ch: str) -> bool:
+    """Kanji, hiragana or katakana (with its long-vowel mark)."""
+    return _is_cjk(ch) or "\u3040" <= ch <= "\u30ff"
+
+
 @lru_cache(maxsize=4096)
-def _cjk_done_ask(text: str) -> bool:
-    """Chinese is not split into words, so a short ask such as 现在能用了吗 ("usable now?") is
-    one token: all Chinese, short, ending in a completed-aspect question (了吗, 了没 …)."""
+def _cjk_status_ask(text: str) -> bool:
+    """Chinese is not split into words, so a short ask such as 部署好了吗 ("deployed yet?") is
+    one token: all Chinese, short, ending in an ask (``checkin_cjk_ask_ending``: a finished
+    state 了吗, 了没, a status noun with 呢 进度呢) or in a yes/no particle (吗:
+    ``checkin_cjk_particle``) after a state that goes on (还在跑吗 "still running?", 还活着吗:
+    ``checkin_cjk_ongoing``). A request ending in 吗 (能重启吗 "can you restart it?") is none."""
     if not text or len(text) > CJK_ASK_MAX_CHARS or not all(_is_cjk(ch) for ch in text):
         return False
-    return any(text.endswith(s) for s in lexicon()["checkin_cjk_done"])
+    lex = _shipped_lexicon()
+    if text.endswith(tuple(lex["checkin_cjk_ask_ending"])):
+        return True
+    return text.endswith(tuple(lex["checkin_cjk_particle"])) and any(
+        w in text[:-1] for w in lex["checkin_cjk_ongoing"]
+    )
 
 
-def _checkin_cjk_done(token: Token) -> bool:
-    return _cjk_done_ask(token.text)
+@lru_cache(maxsize=4096)
+def _ja_status_ask(text: str) -> bool:
+    """Japanese is not split into words either: もう終わった ("finished already"), サーバー起動した
+    are one token, all Japanese, short, ending in a status word (``checkin_ja_ask_ending``). It
+    asks only before a question mark (the rule's), as "finished?" does."""
+    if not text or len(text) > JA_ASK_MAX_CHARS or not all(_is_japanese(ch) for ch in text):
+        return False
+    return text.endswith(tuple(_shipped_lexicon()["checkin_ja_ask_ending"]))
 
 
-if not Token.has_extension("checkin_cjk_done"):
-    Token.set_extension("checkin_cjk_done", getter=_checkin_cjk_done)
-"""A short Chinese "has it … yet?" ask (``{"_": {"checkin_cjk_done": true}}`` in a rule,
-before a question mark: a rule must hold a word or a punctuation mark its prefilter can find)."""
+def _checkin_cjk_ask(token: Token) -> bool:
+    return _cjk_status_ask(token.text)
+
+
+def _checkin_ja_ask(token: Token) -> bool:
+    return _ja_status_ask(token.text)
+
+
+if not Token.has_extension("checkin_cjk_ask"):
+    Token.set_extension("checkin_cjk_ask", getter=_checkin_cjk_ask)
+"""A short Chinese status ask (``{"_": {"checkin_cjk_ask": true}}`` in a rule, which names
+its particles as ``anchors``: the prefilter cannot read a custom attribute)."""
+if not Token.has_extension("checkin_ja_ask"):
+    Token.set_extension("checkin_ja_ask", getter=_checkin_ja_ask)
+"""A short Japanese status word (``{"_": {"checkin_ja_ask": true}}``, before a question mark,
+which is what the prefilter finds)."""
 
 
 class RuleError(ValueError):
@@ -132,6 +165,12 @@ def lexicon(path: Path | None = None) -> dict[str, frozenset[str]]:
     return {r["list"]: frozenset(w.lower() for w in r["words"]) for r in rows if "list" in r}
 
 
+@lru_cache(maxsize=1)
+def _shipped_lexicon() -> dict[str, frozenset[str]]:
+    """``lexicon()``, read once: the token attributes ask it for each new word."""
+    return lexicon()
+
+
 VALID_ROLES = ("user", "assistant", "system", "tool")
 
 
@@ -148,6 +187,20 @@ def validate_prose_rule(row: dict[str, Any]) -> None:
     bad = [r for r in roles if r not in VALID_ROLES]
     if bad:
         raise RuleError(f"{where}: unknown roles {bad}; valid roles: {', '.join(VALID_ROLES)}")
+    anchors = row.get("anchors")
+    if anchors is not None and (
+        not isinstance(anchors, list) or not anchors or not all(isinstance(a, str) and a for a in anchors)
+    ):
+        raise RuleError(
+            f"{where}: 'anchors' must be a non-empty list of strings, one of which every match contains"
+        )
+
+
+def prefilter_steps(row: dict[str, Any]) -> list[list[Step]] | None:
+    """The prefilter sequences of a prose rule (``triggers``): its declared ``anchors``, else
+    what its pattern translates into."""
+    anchors = row.get("anchors")
+    return anchored(anchors) if anchors else variants(row["pattern"])
 
 
 class PatternTagger:
@@ -168,6 +221,9 @@ class PatternTagger:
         """role -> hash of a word of a rule's smallest required set -> indexes into ``patterns[role]``."""
         self.unanchored: dict[str, list[int]] = {}
         """role -> indexes of the rules without an anchor (run on every doc)."""
+        self.by_substring: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+        """role -> (index, declared ``anchors``) of the rules without a required word that
+        name strings one of which every match contains (run on the docs that hold one)."""
         self.phrases: dict[str, PhraseMatcher] = {}
         self.rules: dict[str, dict[str, Any]] = {}
         self._key_ids: dict[str, list[int]] = {}
@@ -189,7 +245,8 @@ class PatternTagger:
             "roles": frozenset(row.get("roles", ["user", "assistant"])),
         }
         pat = row["pattern"]
-        trigger = variants(pat)
+        trigger = prefilter_steps(row)
+        anchors = tuple(a.lower() for a in row.get("anchors") or ())
         required = [] if isinstance(pat, str) else [
             frozenset(self.vocab.strings.add(w) for w in words) for words in required_words(pat)
         ]
@@ -208,7 +265,9 @@ class PatternTagger:
             rules.append((key, pat))
             self._key_ids.setdefault(role, []).append(self.vocab.strings.add(key))
             self.required.setdefault(role, []).append(required)
-            if not required:
+            if not required and anchors:
+                self.by_substring.setdefault(role, []).append((len(rules) - 1, anchors))
+            elif not required:
                 self.unanchored.setdefault(role, []).append(len(rules) - 1)
             else:
                 index = self.anchored.setdefault(role, {})
@@ -239,6 +298,11 @@ class PatternTagger:
         """Indexes of the rules of ``role`` that can match in ``doc``, in rule order."""
         index = self.anchored.get(role, {})
         found = set(self.unanchored.get(role, ()))
+        by_substring = self.by_substring.get(role)
+        if by_substring:
+            text = doc.user_data.get("text")
+            lower = (text if text is not None else doc.text).lower()
+            found.update(i for i, anchors in by_substring if any(map(lower.__contains__, anchors)))
         if index:
             words = set(doc.to_array([LOWER, ORTH]).ravel().tolist())  # Python ints
             required = self.required[role]
@@ -298,12 +362,15 @@ def make_tag_patterns(nlp: Language, name: str, paths: list[str], spans_key: str
 
 ABOUT_WORDS = 4
 """How many words a check-in may name its subject with ("any news on the 405b download")."""
+QUESTION_MARKS = ("?", "？")
 
 
 class CheckinGate:
     """A check-in is a short status ask and nothing else: every token outside
     the matched phrases must be filler, and most phrases need a question mark, unless
-    the message opens with a question word ("is it up", "hows it going")."""
+    the message opens with a question word ("is it up", "hows it going"). After the first
+    question mark only matched phrases (another ask, an impatient remark: "ready? it's been
+    20 minutes") and a narrower filler may follow: "ready? then run the benchmark" asks for work."""
 
     def __init__(self, name: str, lexicon_path: str, spans_key: str, max_tokens: int) -> None:
         lex = lexicon(Path(lexicon_path) if lexicon_path else None)
@@ -313,6 +380,7 @@ class CheckinGate:
         self.openers = lex["question_opener"]
         self.about = lex["checkin_about"]
         self.status_noun = lex["checkin_status_noun"]
+        self.tail_filler = lex["checkin_tail_filler"]
         self.spans_key = spans_key
         self.max_tokens = max_tokens
 
@@ -327,7 +395,9 @@ class CheckinGate:
         extra = [t for t in words if t.i not in covered and t.lower_ not in self.filler and not t.is_punct]
         if extra and not self._about_what(words, spans, extra):
             return []
-        has_q = any(t.text in ("?", "？") for t in words)
+        if not self._only_remarks_after_ask(words, covered):
+            return []
+        has_q = any(t.text in QUESTION_MARKS for t in words)
         if not has_q and all(s.id_ in self.needs_q for s in spans) and not self._opens_question(words, spans):
             return []
         first = min(t.i for t in words)
@@ -343,7 +413,17 @@ class CheckinGate:
         about = next((t for t in words if t.i >= end and self._introduces_subject(t)), None)
         if about is None or about.i > extra[0].i or extra[-1].i - about.i > ABOUT_WORDS:
             return False
-        return not any(t.text in ("?", "？") for t in words if about.i < t.i < extra[-1].i)
+        return not any(t.text in QUESTION_MARKS for t in words if about.i < t.i < extra[-1].i)
+
+    def _only_remarks_after_ask(self, words: list[Token], covered: set[int]) -> bool:
+        """Every word after the first question mark is matched by a check-in phrase (another
+        ask, an impatient remark: "is it up? you've been waiting forever") or is of
+        ``checkin_tail_filler`` (greetings, thanks, interjections): the general filler holds
+        subjects and verbs ("the benchmark", "run") that after the ask make a new request."""
+        q = next((t.i for t in words if t.text in QUESTION_MARKS), None)
+        return q is None or all(
+            t.i in covered or t.is_punct or t.lower_ in self.tail_filler for t in words if t.i > q
+        )
 
     def _introduces_subject(self, t: Token) -> bool:
         """A word of ``checkin_about`` ("any news on …"), or a verb in -ing right after a

@@ -12,7 +12,8 @@ bounded in length).
 
 A pattern using attributes that cannot be translated (POS, LEMMA, REGEX …)
 compiles to ``None``, which means "always a candidate": such rules still work,
-they just do not get the speed-up. A custom attribute (``_``) reads as any token.
+they just do not get the speed-up. A custom attribute (``_``) reads as any token; a rule
+made of nothing else names its ``anchors`` instead (strings one of which every match holds).
 
 The trie regex ``\\b(?:trie)`` is not run as such: the engine would try it at every
 character. ``WordTrigger`` finds the same matches trying it only after a non-word
@@ -46,7 +47,9 @@ _LETTER_END = r"(?![^\W\d_])"
 Token = tuple[str, ...]
 """Alternatives for one token: lower-cased words, or the markers ``\\d`` (a number) / ``*`` (anything)."""
 Step = tuple[Token, str]
-"""A token and how often it occurs: ``""`` once, ``"*"`` any number of times, ``"+"`` at least once."""
+"""A token and how often it occurs: ``""`` once, ``"*"`` any number of times, ``"+"`` at least
+once, ``ANYWHERE`` once, inside a word too (a rule's declared anchor, see ``anchored``)."""
+ANYWHERE = "="
 
 
 def _token(spec: dict[str, Any]) -> Token | None:
@@ -69,13 +72,27 @@ def _token(spec: dict[str, Any]) -> Token | None:
 def _is_word(step: Step) -> bool:
     """A step that always starts with a letter and is not a number: good to anchor on."""
     tok, op = step
-    return op != "*" and "\\d" not in tok and "*" not in tok and all(w[:1].isalpha() for w in tok)
+    return (
+        op not in ("*", ANYWHERE) and "\\d" not in tok and "*" not in tok
+        and all(w[:1].isalpha() for w in tok)
+    )
 
 
 def _is_literal(step: Step) -> bool:
-    """A single punctuation literal such as ``%`` or ``?``: the engine finds it fast."""
+    """A single punctuation literal such as ``%`` or ``?``, or a declared anchor: the engine
+    finds it fast."""
     tok, op = step
+    if op == ANYWHERE:
+        return True
     return op != "*" and len(tok) == 1 and tok[0] not in ("*", "\\d") and not tok[0][:1].isalnum()
+
+
+def anchored(literals: list[str]) -> list[list[Step]]:
+    """The sequences of a rule that names its anchors: strings one of which the text of every
+    match contains, found anywhere, inside a word too (吗 in 部署好了吗: Chinese is written
+    without spaces). For a pattern the prefilter cannot read, such as a custom attribute alone,
+    which would otherwise make every text a candidate."""
+    return [[((lit.lower(),), ANYWHERE)] for lit in literals if lit]
 
 
 def variants(pattern: list[dict[str, Any]] | str) -> list[list[Step]] | None:
@@ -135,6 +152,9 @@ def _share_letter_end(alts: list[str]) -> list[str]:
 def _seq(steps: list[Step]) -> str:
     out = []
     for tok, op in steps:
+        if op == ANYWHERE:
+            out.append("(?:" + "|".join(map(re.escape, tok)) + r")\s*")
+            continue
         x = _alt(tok) + r"\s*"
         out.append(f"(?:{x}){op}" if op else x)
     return "".join(out)
