@@ -40,11 +40,14 @@ CLAUDE_BACKGROUND_PREFIX = "Command running in background with ID: "
 before the id ``BashOutput``/``KillShell`` name the job by (``bash_id``, ``shell_id``)."""
 CLAUDE_BACKGROUND_STARTED = "^" + re.escape(CLAUDE_BACKGROUND_PREFIX) + r"(?P<job>\S+)"
 
+CODEX_SESSION_RUNNING = "Process running with session ID "
+"""The line of a unified exec header (``CODEX_EXEC_HEADER``) whose process runs on, before the
+id of its exec session (``write_stdin`` names it as ``session_id``)."""
 CODEX_EXEC_HEADER = (
     r"(?:Chunk ID: [^\n]*\n)?(?:Exit code: (?P<exit_code>-?\d+)\n)?"
     r"Wall time: (?P<wall_time>\d+(?:\.\d+)?)?[^\n]*\n"
     r"(?:Process exited with code (?P<exited>-?\d+)\n)?"
-    r"(?:Process running with session ID (?P<session_id>[^\n]+)\n)?"
+    rf"(?:{CODEX_SESSION_RUNNING}(?P<session_id>[^\n]+)\n)?"
     r"(?:[^\n]*\n){0,3}?Output:(?:\n|\Z)"
 )
 """The header Codex writes before a command's output (FORMATS.md), in its two shapes: unified

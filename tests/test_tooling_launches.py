@@ -315,3 +315,24 @@ def test_servers_side_by_side_are_diffed_apart() -> None:
 def test_help_or_version_is_no_launch(command: str) -> None:
     # the CLI prints its usage or version and exits: no server starts
     assert parse_launches(command) == []
+
+
+def test_model_given_positionally_or_by_flag_is_one_setting() -> None:
+    """``vllm serve M`` and ``--model M`` (the API server module, a container's arguments)
+    name the same model: only the flag that really changed is a change."""
+    ex = ToolingExtractor()
+    ex.extract(ctx(0, "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-batched-tokens 8192"))
+    second = ex.extract(
+        ctx(
+            1,
+            "python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-8B-Instruct "
+            "--max-num-batched-tokens 16384",
+        )
+    ).launches
+    assert second[0].changed_flags == {"--max-num-batched-tokens": [8192, 16384]}
+    third = ex.extract(
+        ctx(2, "vllm serve mistralai/Mistral-7B-Instruct-v0.3 --max-num-batched-tokens 16384")
+    ).launches
+    assert third[0].changed_flags == {
+        "model": ["meta-llama/Llama-3.1-8B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3"]
+    }

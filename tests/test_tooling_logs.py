@@ -239,3 +239,30 @@ def test_the_report_mask_knows_every_report_literal() -> None:
 
     for literal in REPORT_LITERALS:
         assert literals_of(report_mask(f"x {literal} y")) == {literal}, literal
+
+
+def test_numbers_of_other_ranks_carry_the_rank() -> None:
+    """Every tensor-parallel rank prints its own start-up figures: the first rank's stand for
+    the server (labels as before), another rank's say which rank printed them, so four ranks
+    are not four unlabelled copies of one measurement."""
+    text = "\n".join(
+        [
+            "[2026-02-03 08:10:41 TP0] KV Cache is allocated. #tokens: 402112, K size: 6.14 GB, V size: 6.14 GB",
+            "[2026-02-03 08:10:41 TP2] KV Cache is allocated. #tokens: 402112, K size: 6.14 GB, V size: 6.14 GB",
+            "[2026-02-03 08:10:55 TP0] Capture cuda graph end. Time elapsed: 9.12 s. mem usage=0.41 GB. avail mem=5.02 GB.",
+            "[2026-02-03 08:10:56 DP1 TP5] Capture cuda graph end. Time elapsed: 9.47 s. mem usage=0.41 GB. avail mem=5.01 GB.",
+        ]
+    )
+    got = [(n.metric, n.label, n.value) for n in scan_log(text, "sglang").numbers]
+    assert ("kv_cache_tokens", None, 402112) in got
+    assert ("kv_cache_tokens", "tp=2", 402112) in got
+    assert ("cuda_graph_capture_s", "graph=cuda_graph", 9.12) in got
+    assert ("cuda_graph_capture_s", "graph=cuda_graph,dp=1,tp=5", 9.47) in got
+    vllm = "\n".join(
+        [
+            "(Worker_TP0 pid=811) INFO 02-03 08:20:11 [gpu_model_runner.py:2653] Model loading took 7.1 GiB and 5.20 seconds",
+            "(Worker_TP1 pid=812) INFO 02-03 08:20:11 [gpu_model_runner.py:2653] Model loading took 7.1 GiB and 5.31 seconds",
+        ]
+    )
+    got = [(n.metric, n.label, n.value) for n in scan_log(vllm, "vllm").numbers]
+    assert ("model_load_s", None, 5.20) in got and ("model_load_s", "tp=1", 5.31) in got

@@ -3,13 +3,15 @@ output shows it, and which looks at jobs a claim about one is about.
 
 A *look* is a tool call whose output shows a job's state: ``failed``, ``done`` or
 ``running``. A Claude Code ``BashOutput``/``TaskOutput`` result opens with the background
-job's ``<status>`` (and ``<exit_code>``), which decides; otherwise the last marker in the
-output wins (a tqdm bar at ``100%|…| 42/42`` is done, ``[312/412]`` still running, pip's
-resolver ``ERROR: …`` followed by ``Successfully installed`` done). A look reads like a kind
-of job by its command (for a re-check, the command that started the job), else (a ``tail``
-of a log) by its marker's line. A claim is about the looks of its kinds; when it shares a
-distinctive word (``7b``, ``qwen``, ``vllm``) with some of them, only the ones sharing the
-most.
+job's ``<status>`` (and ``<exit_code>``), which decides, as the header of a Codex
+``write_stdin`` to a job's exec session does (``Process exited with code C``, ``Process
+running with session ID N``); otherwise the last marker in the output wins (a tqdm bar at
+``100%|…| 42/42`` is done, ``[312/412]`` still running, pip's resolver ``ERROR: …``
+followed by ``Successfully installed`` done). A look reads like a kind of job by its
+command (for a re-check, the command that started the job: sent it to the background, or
+left its exec session running), else (a ``tail`` of a log) by its marker's line. A claim
+is about the looks of its kinds; when it shares a distinctive word (``7b``, ``qwen``,
+``vllm``) with some of them, only the ones sharing the most.
 
 The markers and kinds live in ``data/readiness.json`` (``jobs``), with their sources.
 """
@@ -25,6 +27,7 @@ from typing import Any, NamedTuple
 
 from analytics.analysis.literals import AnyLiteral, Gated, lowered
 from analytics.analysis.tagging.polling import RECHECK_EXIT_CODE
+from analytics.command_output import CommandOutput
 
 STATES = ("failed", "done", "running")
 
@@ -132,26 +135,60 @@ def _words(text: str, markers: list[_Marker], state: str) -> str | None:
     return _line(text, run[-1] if state == "failed" else run[0])
 
 
-def job_state(output: str, recheck: bool = False) -> Reading | None:
-    """The state of a job ``output`` shows (what a command printed), or None when it shows
-    none: the ``<status>`` (with its ``<exit_code>``) of a ``recheck`` (a background job's
-    re-check: ``BashOutput``, ``TaskOutput``) decides, else the last marker by position."""
-    markers = _markers(output)
-    status = _STATUS.search(output) if recheck else None
-    if status is not None:
-        state = config().status.get(status.group("status"))
-        if state is not None:
-            code = RECHECK_EXIT_CODE.search(output)
-            if state == "done" and code is not None and int(code.group("code")) != 0:
-                state = "failed"
-            said = f"<status>{status.group('status')}</status>"
-            if code is not None:
-                said += f" <exit_code>{code.group('code')}</exit_code>"
-            return Reading(state, _words(output, markers, state) or said)
+def job_state(output: str | CommandOutput, recheck: bool = False) -> Reading | None:
+    """The state of a job ``output`` shows (what a command printed, or a stored output read
+    by ``command_output``), or None when it shows none. For a ``recheck`` (a re-check of a
+    background job: ``BashOutput``, ``TaskOutput``, a Codex ``write_stdin``) the state of
+    its process decides: a Codex header's (``_exec_state``), else the ``<status>`` (with its
+    ``<exit_code>``); otherwise, and for any other call (whose exit says how a command that
+    may only look at a job ended: ``grep -c safetensors dl.log``), the last marker by
+    position."""
+    printed = output.text if isinstance(output, CommandOutput) else output
+    markers = _markers(printed)
+    if recheck:
+        header = output if isinstance(output, CommandOutput) else None
+        decided = _exec_state(header, markers) if header is not None else None
+        if decided is None:
+            decided = _status_state(printed)
+        if decided is not None:
+            state, said = decided
+            return Reading(state, _words(printed, markers, state) or said)
     if not markers:
         return None
     state = markers[-1].state
-    return Reading(state, _words(output, markers, state) or "")
+    return Reading(state, _words(printed, markers, state) or "")
+
+
+def _status_state(printed: str) -> tuple[str, str] | None:
+    """(state, words) of a Claude Code re-check's ``<status>`` and ``<exit_code>``: a
+    completed job that exited non-zero failed."""
+    status = _STATUS.search(printed)
+    state = config().status.get(status.group("status")) if status is not None else None
+    if status is None or state is None:
+        return None
+    code = RECHECK_EXIT_CODE.search(printed)
+    if state == "done" and code is not None and int(code.group("code")) != 0:
+        state = "failed"
+    said = f"<status>{status.group('status')}</status>"
+    if code is not None:
+        said += f" <exit_code>{code.group('code')}</exit_code>"
+    return state, said
+
+
+def _exec_state(output: CommandOutput, markers: list[_Marker]) -> tuple[str, str] | None:
+    """(state, words) of a Codex poll's header: the process exited 0 (done) or otherwise
+    (failed), or runs on in its exec session (running; failed when the last marker printed
+    says so: ``c++: fatal error: Killed …`` before ``ninja`` exits). Done waits for the
+    exit: the process running on may be the job itself printing one finished file's bar
+    (``model-00014-of-00037.safetensors: 100%|…|``) while others are still to come. None
+    without a header."""
+    if output.exit_code is not None:
+        code = output.exit_code
+        return ("done" if code == 0 else "failed"), f"Process exited with code {code}"
+    if output.session_id is None:
+        return None
+    state = "failed" if markers and markers[-1].state == "failed" else "running"
+    return state, f"Process running with session ID {output.session_id.strip()}"
 
 
 # --------------------------------------------------------------------------- kinds and words

@@ -41,15 +41,17 @@ from analytics.analysis import jobs
 from analytics.analysis.degenerate import is_degenerate
 from analytics.analysis.literals import Gated, lowered, text_of
 from analytics.analysis.tagging.polling import (
-    BACKGROUND_CHECK_TOOLS,
+    RECHECK_TOOLS,
     SHELL_TOOLS,
     background_job_started,
-    input_job_id,
+    exec_session_started,
+    recheck_job_id,
 )
-from analytics.command_output import command_output
+from analytics.command_output import CommandOutput, command_output
 from analytics.formats import (
     CLAUDE_BACKGROUND_PREFIX,
     CLAUDE_BACKGROUND_STARTED,
+    CODEX_SESSION_RUNNING,
     FILE_TOOLS,
     FILE_WRITING_TOOLS,
 )
@@ -204,6 +206,18 @@ _TEXT_SIGNALS = (
 _SERVER_KINDS = ("ready", "graph_end", "graph_begin", "failure", "liveness")
 
 
+# The outputs of calls that may have started a job a re-check reads: Claude Code's "sent
+# to the background" line, a Codex unified exec header whose process runs on (checked
+# after the prefix a header starts with, which most outputs lack).
+_EXEC_RUNNING = r"(?:Chunk ID: [^\n]*\n)?Wall time: [^\n]*\n" + CODEX_SESSION_RUNNING
+_JOB_STARTED = (
+    f"(starts_with({{column}}, '{CLAUDE_BACKGROUND_PREFIX}') OR ((starts_with({{column}}, "
+    f"'Chunk ID: ') OR starts_with({{column}}, 'Wall time: ')) AND regexp_matches({{column}}, "
+    f"'^{_EXEC_RUNNING}')))",
+    re.compile(f"{CLAUDE_BACKGROUND_STARTED}|^{_EXEC_RUNNING}"),
+)
+
+
 class _Call(NamedTuple):  # a tuple: built for every call of the session, 3x cheaper
     msg: int  # the message that made the call
     at: int  # the message that carries its result
@@ -215,7 +229,7 @@ class _Call(NamedTuple):  # a tuple: built for every call of the session, 3x che
     calls_model: bool  # its command calls a generation endpoint
     file_tool: bool  # a file tool (Read, Edit …): its output is a file's text
     changes: bool  # it writes a file (Edit, Write …, ``sed -i``, ``cat > FILE``)
-    recheck: bool  # it reads a background job (``BashOutput``, ``TaskOutput``)
+    recheck: bool  # it reads a background job (``BashOutput``, ``TaskOutput``, ``write_stdin``)
 
 
 def _command_traits(command: str) -> tuple[bool, bool, bool]:
@@ -456,7 +470,7 @@ class _Evidence:
             name = tool.lower() if isinstance(tool, str) else ""
             file_tool = name in FILE_TOOLS
             changes = name in FILE_WRITING_TOOLS or edits
-            recheck = tool in BACKGROUND_CHECK_TOOLS
+            recheck = tool in RECHECK_TOOLS
             self.calls.append(
                 _Call(
                     m, at, str(cid), command, status, only, runs_tests, calls_model, file_tool,
@@ -485,7 +499,7 @@ class _Evidence:
         self._logs: dict[str, int] | None = None
         self._started: dict[str, list[tuple[int, str]]] | None = None
         self._job_ids: dict[tuple[int, str], str | None] | None = None
-        self.outputs: dict[tuple[int, str], str] = {}
+        self.outputs: dict[tuple[int, str], CommandOutput] = {}
 
     def about_other_server(self, command: str, port: int | None) -> bool:
         """A check made by ``command`` is addressed to other ports than ``port`` only: the
@@ -561,7 +575,7 @@ class _Evidence:
 
     def _read_outputs(
         self, frames: SessionFrames, claims: np.ndarray, job_claims: np.ndarray
-    ) -> dict[tuple[int, str], str]:
+    ) -> dict[tuple[int, str], CommandOutput]:
         if not len(self.calls) or not len(claims):
             return {}
         call_msg = np.array(self.call_msg, dtype=np.int64)
@@ -579,7 +593,7 @@ class _Evidence:
             "tool_calls", ["msg_idx", "call_id", "output"], {"msg_idx": msgs}, min_idx=msgs[0]
         )
         return {
-            key: command_output(text_of(o)).text
+            key: command_output(text_of(o))
             for m, c, o in zip(*columns, strict=True)
             if (key := (int(m), str(c))) in wanted
         }
@@ -607,7 +621,9 @@ class _Evidence:
         return None
 
     def output(self, call: _Call) -> str:
-        return self.outputs.get((call.msg, call.call_id), "")
+        """What a call's command printed (its stored output without a Codex header)."""
+        read = self.outputs.get((call.msg, call.call_id))
+        return read.text if read is not None else ""
 
     def check(self, n: int) -> tuple[Signal, str] | None:
         """The check made by call ``n`` with its command, or None when it is none."""
@@ -675,9 +691,14 @@ class _Evidence:
         return found
 
     def _look(self, call: _Call) -> jobs.Look | None:
+        """The look call ``call`` is, or None: a re-check (Codex: any ``write_stdin`` to
+        an exec session, input typed into its process too) reads like, and names what, the
+        command that started its job; its process's state (a Codex header, a ``<status>``)
+        decides."""
         if call.file_tool or call.status == "aborted":
             return None
-        reading = jobs.job_state(self.output(call), call.recheck)
+        read = self.outputs.get((call.msg, call.call_id))
+        reading = jobs.job_state(read if read is not None else "", call.recheck)
         if reading is None:
             return None
         command = self._started_command(call) if call.recheck else call.command
@@ -747,15 +768,16 @@ class _Evidence:
 
     def _start_of(self, call: _Call) -> tuple[int, str] | None:
         """(message, command) of the call that started the background job a re-check
-        reads (its last start before the re-check), None when unknown."""
+        reads (its last start before the re-check: an exec session's id is used again by
+        a later process), None when unknown."""
         if self._job_ids is None:
-            msgs, ids, inputs = self.frames.select_lists(
-                "tool_calls", ["msg_idx", "call_id", "input"],
-                {"tool": sorted(BACKGROUND_CHECK_TOOLS)}, min_idx=self.lo,
+            msgs, ids, tools, inputs = self.frames.select_lists(
+                "tool_calls", ["msg_idx", "call_id", "tool", "input"],
+                {"tool": sorted(RECHECK_TOOLS)}, min_idx=self.lo,
             )
             self._job_ids = {
-                (int(m), str(c)): input_job_id(text_of(i))
-                for m, c, i in zip(msgs, ids, inputs, strict=True)
+                (int(m), str(c)): recheck_job_id(str(t), text_of(i))
+                for m, c, t, i in zip(msgs, ids, tools, inputs, strict=True)
             }
         job = self._job_ids.get((call.msg, call.call_id))
         if job is None:
@@ -772,19 +794,21 @@ class _Evidence:
         return start[1] if start is not None else ""
 
     def _job_starts(self) -> dict[str, list[tuple[int, str]]]:
-        """Background job id -> (message, command) of each shell call that started it."""
+        """Background job id (Claude Code) or exec session id (Codex) -> (message, command)
+        of each shell call that started it: sent to the background, or returned while its
+        process runs on."""
         if self._started is None:
-            prefix = CLAUDE_BACKGROUND_PREFIX
             rows = self.frames.select(
                 "tool_calls", ["msg_idx", "tool", "command", "output"],
-                matching={"output": (
-                    f"starts_with({{column}}, '{prefix}')", re.compile(CLAUDE_BACKGROUND_STARTED)
-                )},
+                matching={"output": _JOB_STARTED},
             )
             self._started = {}
             for m, tool, command, output in rows.itertuples(index=False):
-                job = background_job_started(text_of(output))
-                if job is not None and text_of(tool).lower() in SHELL_TOOLS and text_of(command):
+                if text_of(tool).lower() not in SHELL_TOOLS or not text_of(command):
+                    continue
+                text = text_of(output)
+                job = background_job_started(text) or exec_session_started(text)
+                if job is not None:
                     self._started.setdefault(job, []).append((int(m), text_of(command)))
         return self._started
 

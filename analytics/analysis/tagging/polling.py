@@ -775,6 +775,19 @@ def input_job_id(input_: str | None) -> str | None:
     return None
 
 
+def recheck_job_id(tool: str, input_: str | None) -> str | None:
+    """The job a re-check's input (a JSON object) names: the exec session a ``write_stdin``
+    call writes to or polls (``session_id``; its output is that session's process's header
+    and what it printed, whatever ``chars`` it sends), else the background job
+    (``input_job_id``)."""
+    if tool not in STDIN_TOOLS:
+        return input_job_id(input_)
+    try:
+        return exec_session_of(json.loads(input_ or "{}"))
+    except ValueError:
+        return None
+
+
 def _input_object(call: ToolCall) -> dict[str, object] | None:
     """A call's input, when it is a JSON object (no input: an empty one)."""
     try:
@@ -984,14 +997,21 @@ def _slept(command: str) -> float:
     return sum(seconds(w[1]) or 0.0 for w in words if len(w) > 1 and w[0] == "sleep")
 
 
+def exec_session_started(output: str | None) -> str | None:
+    """The exec session a shell call whose result is ``output`` left its process running in
+    (Codex: ``Process running with session ID N`` in the header), or None."""
+    session = command_output(output).session_id
+    return session.strip() if session is not None else None
+
+
 def _running_commands(calls: list[tuple[int, ToolCall]]) -> dict[str, str]:
     """exec session id -> the command of the shell call whose output left it running."""
     found: dict[str, str] = {}
     for _, call in calls:
         if call.command and shell_tool(call):
-            session = command_output(call.output).session_id
+            session = exec_session_started(call.output)
             if session is not None:
-                found[session.strip()] = call.command
+                found[session] = call.command
     return found
 
 

@@ -275,14 +275,31 @@ def diff_launches(launches: list[Launch]) -> list[Launch]:
     return launches
 
 
+def model_flag(engine: str) -> str:
+    """The flag that names an engine's model (``vllm serve`` also takes it as its first
+    argument)."""
+    return "--model-path" if engine == "sglang" else "--model"
+
+
 def flag_changes(before: Launch, after: Launch) -> dict[str, object]:
-    old = {**before.flags, **({"model": before.model} if before.model else {})}
-    new = {**after.flags, **({"model": after.model} if after.model else {})}
+    """{setting: [before, after]} of the settings that differ. The model is one setting,
+    ``model``, however it was given (``vllm serve M`` or ``--model M``)."""
+    old, new = _settings(before), _settings(after)
     return {
         k: [old.get(k), new.get(k)]
         for k in sorted(old.keys() | new.keys())
         if old.get(k) != new.get(k)
     }
+
+
+def _settings(launch: Launch) -> dict[str, object]:
+    """A launch's flags with its model under ``model`` instead of the engine's model flag."""
+    if not launch.model:
+        return dict(launch.flags)
+    named_by = model_flag(launch.engine)
+    settings = {k: v for k, v in launch.flags.items() if k != named_by}
+    settings["model"] = launch.model
+    return settings
 
 
 def _may_matter(command: str, scripts: ScriptMemory) -> bool:
@@ -797,7 +814,7 @@ def _spec(
         else:
             value = True
         spec.flags[canon] = REDACTED if canon in SECRET_FLAGS else value
-    model = spec.flags.get("--model-path") if engine == "sglang" else spec.flags.get("--model")
+    model = spec.flags.get(model_flag(engine))
     if model is None and engine == "vllm" and positionals:
         model = positionals[0]
     spec.model = str(model) if model is not None else None
@@ -820,7 +837,7 @@ def _merge_config(spec: LaunchSpec, body: str) -> None:
         value = typed_value(match.spec, text) if match else guess_value(text)
         spec.flags[canon] = REDACTED if canon in SECRET_FLAGS else value
     if spec.model is None:
-        model = spec.flags.get("--model-path" if spec.engine == "sglang" else "--model")
+        model = spec.flags.get(model_flag(spec.engine))
         spec.model = str(model) if model is not None else None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from importlib import resources
 from itertools import chain, islice
@@ -541,14 +541,29 @@ _RawLineFacts = tuple["str | None", "str | None", "_LineFacts | None", int]
 def _raw_line_facts(raw: str) -> _RawLineFacts:
     """(engine, log_ts, facts, report mask) of an ANSI-free line: polls re-read the same log
     lines."""
-    line_engine, msg, log_ts, _, _ = _split_prefix(raw)
-    return line_engine, log_ts, _line_facts(msg), report_mask(raw)
+    line_engine, msg, log_ts, ranks, process = _split_prefix(raw)
+    return line_engine, log_ts, _ranked(_line_facts(msg), ranks or process), report_mask(raw)
 
 
 def _uncached_line_facts(raw: str) -> _RawLineFacts:
     """The same for a line longer than ``CACHED_LINE``, remembered in no cache."""
-    line_engine, msg, log_ts, _, _ = _split_prefix(raw)
-    return line_engine, log_ts, _message_facts(msg), report_mask(raw)
+    line_engine, msg, log_ts, ranks, process = _split_prefix(raw)
+    return line_engine, log_ts, _ranked(_message_facts(msg), ranks or process), report_mask(raw)
+
+
+def _ranked(facts: _LineFacts | None, writer: str | None) -> _LineFacts | None:
+    """``facts`` with the writer's rank added to its numbers' labels (``tp=1``, ``dp=1,tp=5``)
+    when a rank other than the first wrote the line: an SGLang prefix's ranks (``TP2``), a
+    vLLM process (``Worker_TP1``). Every rank prints its own start-up figures; the first
+    rank's stand for the server, as SGLang's own summary lines do (printed by TP0 alone)."""
+    if facts is None or not facts[2] or not writer:
+        return facts
+    ranks = _RANK.findall(writer)
+    if all(int(index) == 0 for _, index in ranks):
+        return facts
+    tag = ",".join(f"{kind.lower()}={int(index)}" for kind, index in ranks)
+    numbers = tuple(replace(n, label=f"{n.label},{tag}" if n.label else tag) for n in facts[2])
+    return facts[0], facts[1], numbers
 
 
 def _message_facts(msg: str) -> _LineFacts | None:
