@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from spacy.lang.en.lex_attrs import _num_words, _ordinal_words
 
 from analytics.gcpause import no_cyclic_gc
+from analytics.regexcache import compiled
 
 WINDOW_CHARS = 120
 """At most this many characters are kept on each side of a trigger hit."""
@@ -258,7 +259,7 @@ class PatternTrigger:
     substring tests cost a third of a ``finditer`` that finds nothing."""
 
     def __init__(self, pattern: str, opens: frozenset[str] | None = None) -> None:
-        self.regex = re.compile(pattern)
+        self.regex = compiled(pattern)
         self.opens = opens
 
     def _may_match(self, lower: str) -> bool:
@@ -287,7 +288,7 @@ class WordTrigger:
 
     def __init__(self, body: str) -> None:
         self.body = body
-        self.regex = re.compile(r"[^0-9A-Za-z_](?:" + body + ")")
+        self.regex = compiled(r"[^0-9A-Za-z_](?:" + body + ")")
 
     def _matches(self, lower: str) -> Iterator[tuple[int, int]]:
         """The (start, end) of each match in ``lower``, in order."""
