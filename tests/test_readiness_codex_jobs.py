@@ -17,14 +17,11 @@ from pathlib import Path
 import duckdb
 import pytest
 from _codex_rollouts import exec_header, write_rollout
-from golden.case_studies import SessionBuilder
+from _job_sessions import JobSession
 
 from analytics.analysis.jobs import job_state
-from analytics.analysis.session import analyse_session, load_session_frames
 from analytics.command_output import command_output
 from analytics.ingest import ingest
-from analytics.models import ReadinessClaim
-from analytics.store.migrations import migrate
 
 DOWNLOAD = (
     "huggingface-cli download Qwen/Qwen2.5-72B-Instruct --local-dir /data/qwen2.5-72b-instruct"
@@ -86,21 +83,14 @@ def test_the_header_of_a_command_that_is_no_poll_does_not_decide() -> None:
 # --------------------------------------------------------------------------- verdicts
 
 
-class _Codex:
+class _Codex(JobSession):
     """A Codex session built message by message: exec_command calls, write_stdin polls,
     claims."""
 
     SID = "codex:jobs"
 
     def __init__(self) -> None:
-        self.con = duckdb.connect(":memory:")
-        migrate(self.con)
-        self.b = SessionBuilder(self.con, self.SID, "codex")
-        self.t = 0.0
-
-    def say(self, text: str = "Checking.") -> int:
-        self.t += 1
-        return self.b.msg("assistant", text, self.t)
+        super().__init__(self.SID, "codex", idle="Checking.")
 
     def exec(self, command: str, output: str) -> int:
         i = self.say()
@@ -115,15 +105,6 @@ class _Codex:
             {"session_id": session, "chars": chars, "yield_time_ms": 30000}
         )
         return i
-
-    def claim(self, text: str) -> int:
-        i = self.say(text)
-        self.b.tag(i, "readiness_claim", text, 0)
-        return i
-
-    def verdicts(self) -> list[ReadinessClaim]:
-        self.b.save("jobs", "m")
-        return analyse_session(load_session_frames(self.con, self.SID)).claims
 
 
 def _download_polled(*polls: str) -> _Codex:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from _job_sessions import JobSession
 from _samples import claude_code_line
-from golden.case_studies import SessionBuilder
 
 from analytics.analysis.jobs import (
     claim_kinds,
@@ -22,11 +22,9 @@ from analytics.analysis.jobs import (
     job_state,
 )
 from analytics.analysis.readiness import subject_of
-from analytics.analysis.session import analyse_session, load_session_frames
+from analytics.analysis.session import load_session_frames
 from analytics.analysis.tagging.polling import input_job_id
 from analytics.ingest import ingest
-from analytics.models import ReadinessClaim
-from analytics.store.migrations import migrate
 
 # --------------------------------------------------------------------------- state of a job
 
@@ -166,18 +164,11 @@ def test_job_claims_have_their_subject(claim: str, subject: str) -> None:
 # --------------------------------------------------------------------------- verdicts
 
 
-class _Session:
+class _Session(JobSession):
     """A Claude Code session built message by message: calls, re-checks, claims."""
 
     def __init__(self) -> None:
-        self.con = duckdb.connect(":memory:")
-        migrate(self.con)
-        self.b = SessionBuilder(self.con, "claude_code:jobs", "claude_code")
-        self.t = 0.0
-
-    def say(self, text: str = "Next.") -> int:
-        self.t += 1
-        return self.b.msg("assistant", text, self.t)
+        super().__init__("claude_code:jobs", "claude_code")
 
     def run(self, command: str, output: str) -> int:
         i = self.say()
@@ -193,15 +184,6 @@ class _Session:
         key = "bash_id" if tool == "BashOutput" else "task_id"
         self.b.calls[-1]["input"] = json.dumps({key: job})
         return i
-
-    def claim(self, text: str) -> int:
-        i = self.say(text)
-        self.b.tag(i, "readiness_claim", text, 0)
-        return i
-
-    def verdicts(self) -> list[ReadinessClaim]:
-        self.b.save("jobs", "m")
-        return analyse_session(load_session_frames(self.con, "claude_code:jobs")).claims
 
 
 def _status(state: str, stdout: str, code: int | None = None) -> str:
