@@ -113,8 +113,11 @@ def _tables(db: Path, root: Path) -> dict[str, list[tuple[object, ...]]]:
     rows = table_rows(db, {t: skip.get(t, "*") for t in names})
     return {
         t: sorted(
-            tuple(v.replace(str(root), "<root>") if isinstance(v, str) else v for v in row)
-            for row in table
+            (
+                tuple(v.replace(str(root), "<root>") if isinstance(v, str) else v for v in row)
+                for row in table
+            ),
+            key=lambda row: tuple((v is not None, v) for v in row),  # NULL first, as in SQL
         )
         for t, table in rows.items()
     }
