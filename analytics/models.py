@@ -325,6 +325,8 @@ PROFILE_SOURCE = "profile"
 """``Measurement.source`` of a share of time written in prose ("63% of decode time is …")."""
 PROSE_SOURCES = (STATED_SOURCE, PROFILE_SOURCE)
 """Sources of measurements read from what people wrote, not measured by a tool."""
+BENCHMARK_SOURCES = ("bench_serving", "bench_one_batch", "vllm_bench")
+"""Sources of measurements a benchmark's own result printed (``tooling.benchmarks``)."""
 
 
 class Campaign(_Record):

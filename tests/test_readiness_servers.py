@@ -335,3 +335,43 @@ def test_a_check_script_is_a_check_of_the_server_it_addresses() -> None:
     (reranker, why), (assistant, why_assistant) = s.verdicts()
     assert reranker == "unverified", why
     assert assistant == "supported", why_assistant
+
+
+def _port_wait(s: _Two, port: int, outcome: str) -> None:
+    """A wait on a port (``until nc -z``) that ended ``outcome``."""
+    i = s.say("Waiting for the port.")
+    command = f"until nc -z 10.0.0.5 {port}; do sleep 10; done; echo open"
+    s.b.call(i, command, "open" if outcome == "ready" else "", s.t)
+    s.b.tag(i, "polling_loop", "until nc -z")
+    s.b.polling.append(dict(
+        session_id=s.b.sid, msg_idx=i, call_id=s.b.calls[-1]["call_id"], interval_s=10.0,
+        target=f"10.0.0.5:{port}", outcome=outcome, waited_s=40.0,
+    ))
+
+
+def test_a_port_seen_open_is_liveness_only() -> None:
+    """A wait on a port that ended with it open (found by a blind check: "It's up! Port
+    30000 is open" while the server was dying in its warmup) shows the server accepting
+    connections, not generating: a claim on it alone is premature, and one whose next
+    check failed names the open port as what it was claimed on. A wait that timed out,
+    or one on another server's port, shows nothing of the claim's server."""
+    s = _Two.launched()
+    _port_wait(s, 31000, "ready")
+    s.claim("The assistant model on 31000 is up.")
+    ((verdict, reason),) = s.verdicts()
+    assert verdict == "premature" and "port open: 10.0.0.5:31000" in reason
+
+    s = _Two.launched()
+    _port_wait(s, 31002, "ready")
+    _port_wait(s, 31000, "timeout")
+    s.claim("The assistant model on 31000 is up.")
+    ((verdict, reason),) = s.verdicts()
+    assert verdict == "unverified" and "port open" not in reason
+
+    s = _Two.launched()
+    _port_wait(s, 31000, "ready")
+    s.claim("The assistant model on 31000 is up.")
+    s.check(31000, REFUSED)
+    ((verdict, reason),) = s.verdicts()
+    assert verdict == "premature"
+    assert reason.startswith("claimed on port open: 10.0.0.5:31000") and "curl: (7)" in reason

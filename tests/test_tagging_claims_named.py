@@ -69,3 +69,26 @@ def test_plans_conditions_questions_and_running_jobs_claim_nothing(
     tagger: Tagger, text: str
 ) -> None:
     assert not _claims(tagger, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "claims"),
+    [
+        # (found by a blind check on an opencode session: "Chat completions work, streamed
+        # and not: the model answered …" was left untagged)
+        ("Embeddings work: 1024-dim vectors for both inputs.", True),
+        ("Streaming works, chunks arrive every 30 ms.", True),
+        ("Both endpoints work now.", True),
+        ("Tool calls work correctly after the parser fix.", True),
+        ("Requests work again after the restart.", True),
+        ("Do completions work? Let me check.", False),
+        ("Once requests work, I'll run the benchmark.", False),
+        ("Let me see whether streaming works.", False),
+        ("Requests work by being batched into one forward pass.", False),
+    ],
+)
+def test_what_a_server_serves_working_is_a_claim(tagger: Tagger, text: str, claims: bool) -> None:
+    """A plural subject of what a server serves (completions, requests, embeddings,
+    streaming, tool calls) that works, said as a result; asked, planned or explained it
+    claims nothing."""
+    assert _claims(tagger, text) is claims

@@ -588,7 +588,8 @@ def _fmt(value: Any) -> str:
     return "unset" if value is None else str(value)
 
 
-def _describe_changes(changed: dict[str, Any]) -> str:
+def describe_changes(changed: dict[str, Any]) -> str:
+    """A launch's ``changed_flags`` as a reader writes them: ``--tp 4→8, --dp unset→2``."""
     parts = []
     for flag, change in sorted(changed.items()):
         if isinstance(change, list | tuple) and len(change) == 2:
@@ -717,14 +718,14 @@ class _LeverWalk:
             cur.frozen = True  # later numbers belong to whatever comes next
         if cur and cur.after is not None and ev.changed and len(back) == len(ev.changed):
             return  # every change sets back an earlier setting: the lever is undone, no new one
-        changes = _describe_changes(ev.changed)
+        changes = describe_changes(ev.changed)
         note = f"launch at {self.ref(ev.msg_idx)}: {changes}" + reverts
         specs = _levers_for_flags(ev.changed, self.vocab)
         open_cur = cur if cur and not cur.frozen else None
         if open_cur and open_cur.failures and self._gives_up(open_cur, ev):
             open_cur.frozen = True  # failed, and its setting is gone: the rest is a new lever
             specs = [s for s in specs if s.name != open_cur.name]
-            changes = _describe_changes(
+            changes = describe_changes(
                 {f: c for f, c in ev.changed.items() if f not in open_cur.setting}
             ) or changes
             note = f"launch at {self.ref(ev.msg_idx)}: {changes}" + reverts

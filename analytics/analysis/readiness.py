@@ -204,6 +204,9 @@ _TEXT_SIGNALS = (
     ("failure", "failure"),
 )
 _SERVER_KINDS = ("ready", "graph_end", "graph_begin", "failure", "liveness")
+_PORT_TARGET = re.compile(r"[^\s/]+:\d{2,5}")
+"""A polling loop's target that is an address and nothing more (``nc -z HOST PORT``): a
+wait on it that ended ``ready`` saw the port accept a connection, liveness only."""
 
 
 # The outputs of calls that may have started a job a re-check reads: Claude Code's "sent
@@ -440,6 +443,25 @@ class _Evidence:
                 kind_what = worded[event, detail] = (kind_of[event], f"{event}{text}")
             self.server.append(Signal(int(msg), *kind_what))
         self.server_msg = [s.msg_idx for s in self.server]
+        self._open_ports(frames)
+
+    def _open_ports(self, frames: SessionFrames) -> None:
+        """The waits on a port that ended with it open: a server accepting connections,
+        which uvicorn does before the warmup request that may still kill the server."""
+        msgs, targets = frames.select_lists(
+            "polling_loops", ["msg_idx", "target"], {"outcome": ["ready"]}, min_idx=self.lo
+        )
+        opened = sorted(
+            (int(i), str(t)) for i, t in zip(msgs, targets, strict=True)
+            if isinstance(t, str) and _PORT_TARGET.fullmatch(t)
+        )
+        self.opened = [Signal(i, "liveness", f"port open: {t}") for i, t in opened]
+        self.opened_msg = [i for i, _ in opened]
+        self.opened_port = {
+            signal: int(t.rsplit(":", 1)[1])
+            for signal, (_, t) in zip(self.opened, opened, strict=True)
+        }
+        """The port each of ``opened`` was seen open on: the server it speaks of."""
 
     def _calls(self, frames: SessionFrames) -> None:
         idx, results, *columns, tools = frames.select_lists(
@@ -669,12 +691,18 @@ class _Evidence:
         return found
 
     def server_signals(self, lo: int, hi: int) -> list[Signal]:
-        """Liveness, ready and failure signals from server_events (or tool output text)."""
+        """Liveness, ready and failure signals from server_events (or tool output text),
+        and the ports seen open (``_open_ports``)."""
         if self.from_events:
             first, last = bisect_left(self.server_msg, lo), bisect_left(self.server_msg, hi)
-            return self.server[first:last]
-        first, last = bisect_left(self.call_msg, lo), bisect_left(self.call_msg, hi)
-        return [s for n in range(first, last) for s in self._text_signals(n)]
+            found = self.server[first:last]
+        else:
+            first, last = bisect_left(self.call_msg, lo), bisect_left(self.call_msg, hi)
+            found = [s for n in range(first, last) for s in self._text_signals(n)]
+        first, last = bisect_left(self.opened_msg, lo), bisect_left(self.opened_msg, hi)
+        if first < last:  # (a port seen open, between the lines its server printed)
+            found = sorted([*found, *self.opened[first:last]], key=_signal_at)
+        return found
 
     # -- jobs ----------------------------------------------------------------
 
@@ -865,7 +893,7 @@ def _from_other_server(ev: _Evidence, signal: Signal, port: int | None) -> bool:
     launch, its address) says nothing of it."""
     if port is None:
         return False
-    other = ev.signal_port(signal.msg_idx)
+    other = ev.opened_port.get(signal) or ev.signal_port(signal.msg_idx)
     return other is not None and other != port
 
 

@@ -9,6 +9,8 @@ store them. The same database gives a byte-identical report apart from the one
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,14 +18,14 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from analytics.analysis.campaigns import comparable_label, tool_measurements
+from analytics.analysis.campaigns import comparable_label, describe_changes, tool_measurements
 from analytics.analysis.session import SessionFrames, analyse_session, load_session_frames
 from analytics.analysis.timeaccounting import ABORT_EVENTS_CTE, time_accounting_select
 from analytics.analysis.tooling.launches import disaggregation_role
 from analytics.analysis.waits import session_waits
 from analytics.command_output import command_output
 from analytics.errors import SessionNotFoundError
-from analytics.models import Campaign, Lever, ReadinessClaim
+from analytics.models import BENCHMARK_SOURCES, Campaign, Lever, ReadinessClaim
 from analytics.report.charts import metric_chart
 
 GENERATED_PREFIX = "_Generated at "
@@ -42,6 +44,32 @@ KEY_EVENTS = (
     "draft_cuda_graph_begin",
     "cuda_graph_end",
 )
+FAILURE_EVENTS = ("oom", "crash")
+"""Server events that say a launch failed (a relaunch after one acts on a diagnosis)."""
+BENCH_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("requests", ("successful_requests",)),
+    ("output tok/s", ("output_token_throughput", "throughput_output_tokens")),
+    ("total tok/s", ("total_token_throughput", "throughput_total_tokens")),
+    ("TTFT median ms", ("ttft_median",)),
+    ("TTFT p99 ms", ("ttft_p99",)),
+    ("ITL median ms", ("itl_median",)),
+    ("accept length", ("accept_length",)),
+    ("prefill tok/s", ("prefill_throughput",)),
+    ("decode tok/s", ("decode_median_throughput",)),
+    ("latency avg s", ("latency_avg",)),
+)
+"""The benchmark table's columns, each the first of its metrics a run printed (SGLang's
+and vLLM's serving benchmarks, ``vllm bench throughput|latency``, ``bench_one_batch``);
+a column no run printed is left out."""
+HEADLINE_METRICS = (
+    "output_token_throughput",
+    "throughput_output_tokens",
+    "decode_median_throughput",
+    "total_token_throughput",
+    "throughput_total_tokens",
+    "latency_avg",
+)
+"""The number a timeline names a benchmark run by, the first of these it printed."""
 
 
 def _missing(value: Any) -> bool:
@@ -238,7 +266,7 @@ def _timeline(s: _Session) -> list[str]:
         for r in f.launches.itertuples(index=False):
             changed = r.changed_flags if isinstance(r.changed_flags, dict) else None
             what = (
-                ", ".join(sorted(changed))
+                describe_changes(changed)
                 if changed
                 else "restart"
                 if changed == {}
@@ -248,10 +276,10 @@ def _timeline(s: _Session) -> list[str]:
             role = disaggregation_role(flags)
             server = f"{r.engine} {role}" if role else r.engine
             events.append((int(r.msg_idx), 2, f"launch ({server}): {_short(what, 80)}"))
-    if not f.server_events.empty:
-        for r in f.server_events.itertuples(index=False):
-            if r.event in KEY_EVENTS:
-                events.append((int(r.msg_idx), 3, f"server: {r.event}"))
+    for msg_idx, event in _server_events_first_seen(f.server_events):
+        events.append((msg_idx, 3, f"server: {event}"))
+    for msg_idx, quote in _diagnoses_acted_on(s):
+        events.append((msg_idx, 5, f"diagnosis “{quote}”"))
     if not f.tags.empty:
         # an interruption is one event however many marker records it wrote
         later_markers = {
@@ -283,6 +311,9 @@ def _timeline(s: _Session) -> list[str]:
             conditions = comparable_label(r.label) if isinstance(r.label, str) else None
             label = f" @ {conditions}" if conditions else ""
             events.append((int(r.msg_idx), 4, f"measured {r.metric}{label} = {r.value:g}"))
+    if not s.campaigns:  # (a campaign's runs are named by its target metric above)
+        for run in benchmark_runs(f.measurements):
+            events.append((run.msg_idx, 4, _run_event(run)))
     events = sorted(set(events))
     lines = ["## Timeline", ""]
     if len(events) > MAX_TIMELINE:
@@ -291,6 +322,134 @@ def _timeline(s: _Session) -> list[str]:
         return lines + ["No key events.", ""]
     rows = [[s.ref(i), s.ts(i), what] for i, _, what in events[:MAX_TIMELINE]]
     return lines + _table(["message", "time", "event"], rows) + [""]
+
+
+def _server_events_first_seen(server_events: pd.DataFrame) -> list[tuple[int, str]]:
+    """The key server events, each log line at the message that first showed it: a
+    ``grep`` or ``tail`` of a log read earlier shows its stamped lines again, which is no
+    new event (a graph capture "beginning" again after the server crashed). A line
+    without a time of its own (``log_ts``) cannot be told from a new one and is kept."""
+    if server_events.empty:
+        return []
+    out: list[tuple[int, str]] = []
+    shown: dict[tuple[str, object, object], int] = {}
+    for r in server_events.itertuples(index=False):
+        if r.event not in KEY_EVENTS:
+            continue
+        msg_idx, stamp = int(r.msg_idx), getattr(r, "log_ts", None)
+        if not _missing(stamp):
+            first = shown.setdefault((r.event, r.detail, stamp), msg_idx)
+            if first != msg_idx:
+                continue
+        out.append((msg_idx, r.event))
+    return out
+
+
+def _diagnoses_acted_on(s: _Session) -> list[tuple[int, str]]:
+    """For each relaunch after a launch that failed (an OOM or crash line first seen, or a
+    message tagged ``error``, between the two), the last diagnosis before the relaunch,
+    the one it acted on: (its msg_idx, its words from the start of the sentence holding
+    the tagged span)."""
+    f = s.frames
+    if f.launches.empty or f.tags.empty:
+        return []
+    launches = sorted({int(i) for i in f.launches["msg_idx"]})
+    tags = f.tags
+    diagnoses = tags[tags["tag"] == "diagnosis"].drop_duplicates("msg_idx", keep="first")
+    failed_at = {int(i) for i in tags.loc[tags["tag"] == "error", "msg_idx"]}
+    failed_at |= {
+        i for i, event in _server_events_first_seen(f.server_events) if event in FAILURE_EVENTS
+    }
+    out = []
+    for before, relaunch in zip(launches, launches[1:], strict=False):
+        if not any(before <= i < relaunch for i in failed_at):
+            continue
+        between = diagnoses[(diagnoses["msg_idx"] > before) & (diagnoses["msg_idx"] < relaunch)]
+        if len(between):
+            last = between.iloc[-1]
+            out.append((int(last["msg_idx"]), _diagnosis_quote(s.text(int(last["msg_idx"])), last)))
+    return out
+
+
+_CLAUSE_END = re.compile(r"[.!?](?=\s)|\n|\s[—–]\s")
+"""Where a sentence or a clause set off by a dash ends (the next one starts after it)."""
+
+
+def _diagnosis_quote(text: str, tag: Any) -> str:
+    """A diagnosis's words from the start of the sentence (or dashed clause) holding its
+    tagged span (the message's first words without a span)."""
+    start = tag.get("start_char")
+    if not _missing(start) and 0 <= int(start) < len(text):
+        ends = [m.end() for m in _CLAUSE_END.finditer(text, 0, int(start))]
+        text = text[ends[-1] if ends else 0:]
+    return _short(text, 70)
+
+
+@dataclass
+class BenchRun:
+    """One benchmark result a tool printed: its message, its load (``comparable_label``)
+    and its numbers by metric."""
+
+    msg_idx: int
+    load: str | None
+    values: dict[str, float]
+
+    def first(self, metrics: tuple[str, ...]) -> float | None:
+        return next((self.values[m] for m in metrics if m in self.values), None)
+
+
+def benchmark_runs(measurements: pd.DataFrame) -> list[BenchRun]:
+    """The benchmark results of a session in message order: the numbers one message printed
+    at one label are a run, a second block at the same label in the same output another."""
+    if measurements.empty or "source" not in measurements.columns:
+        return []
+    rows = measurements[measurements["source"].isin(BENCHMARK_SOURCES)]
+    runs: dict[tuple[int, str | None, int], dict[str, float]] = {}
+    seen: dict[tuple[int, str | None, str], int] = {}
+    for r in rows.itertuples(index=False):
+        label = r.label if isinstance(r.label, str) else None
+        key = (int(r.msg_idx), label, str(r.metric))
+        nth = seen[key] = seen.get(key, -1) + 1
+        runs.setdefault((int(r.msg_idx), label, nth), {})[str(r.metric)] = float(r.value)
+    ordered = sorted(runs.items(), key=lambda item: item[0][0])  # (stable: printed order)
+    return [BenchRun(i, comparable_label(label), values) for (i, label, _), values in ordered]
+
+
+def _run_event(run: BenchRun) -> str:
+    at = f" @ {run.load}" if run.load else ""
+    metric = next((m for m in HEADLINE_METRICS if m in run.values), None)
+    return f"benchmark{at}" + (f": {metric} = {run.values[metric]:g}" if metric else "")
+
+
+def _benchmarks(s: _Session) -> list[str]:
+    lines = ["## Benchmarks", ""]
+    runs = benchmark_runs(s.frames.measurements)
+    if not runs:
+        return lines + ["None.", ""]
+    columns = [
+        (header, metrics)
+        for header, metrics in BENCH_COLUMNS
+        if any(run.first(metrics) is not None for run in runs)
+    ]
+    if len(runs) > MAX_TABLE_ROWS:
+        lines += [
+            f"_The first {MAX_TABLE_ROWS} of {len(runs)} runs; every number is in the "
+            "`measurements` table._",
+            "",
+        ]
+    lines += [f"{_count(len(runs), 'benchmark run')}, as the benchmark printed them:", ""]
+    timed = s.timed()
+    rows = [
+        [
+            s.ref(run.msg_idx),
+            *([s.ts(run.msg_idx)] if timed else []),
+            run.load,
+            *(run.first(metrics) for _, metrics in columns),
+        ]
+        for run in runs[:MAX_TABLE_ROWS]
+    ]
+    headers = ["message", *(["time"] if timed else []), "load", *(h for h, _ in columns)]
+    return lines + _table(headers, rows) + [""]
 
 
 def _campaigns(s: _Session, out: Path) -> list[str]:
@@ -551,6 +710,7 @@ def write_report(con: duckdb.DuckDBPyConnection, session_id: str, out: Path) -> 
         + _summary(s)
         + _timeline(s)
         + _campaigns(s, out)
+        + _benchmarks(s)
         + _claims(s)
         + _polling(s)
         + _time_accounting(s)

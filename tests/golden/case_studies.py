@@ -152,9 +152,14 @@ class SessionBuilder:
             )
         )
 
-    def event(self, idx: int, event: str, detail: str = "") -> None:
+    def event(
+        self, idx: int, event: str, detail: str = "", log_ts: str | None = None
+    ) -> None:
         self.events.append(
-            dict(session_id=self.sid, msg_idx=idx, engine="sglang", event=event, detail=detail)
+            dict(
+                session_id=self.sid, msg_idx=idx, engine="sglang", event=event, detail=detail,
+                log_ts=log_ts,
+            )
         )
 
     def save(self, title: str, model: str) -> None:
