@@ -7,7 +7,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from analytics.analysis.literals import AnyLiteral, literal_trie
@@ -86,17 +86,32 @@ def _prose_seqs(role: str) -> list[list[Step]]:
     return seqs
 
 
-@cache
-def _word_triggers(role: str) -> tuple[triggers.WordTrigger, re.Pattern[str]]:
-    """The role's ``WordTrigger`` and ``\\b(?:trie)`` as it was written before the fast
-    paths: no guards, every word with its own letter-end."""
-    word = triggers.compile_triggers(_prose_seqs(role))[0]
+def _plain_body(seqs: list[list[Step]], *, letter_ends: bool = False) -> str:
+    """The trie of ``seqs`` as it was written before the fast paths: no guards, the rests
+    after a first word one after the other in full, and (unless ``letter_ends``) every word
+    with its own letter-end."""
+    def one_after_the_other(rests: list[list[Step]]) -> str:
+        return "|".join(map(triggers._seq, rests))
+
+    triggers._alt.cache_clear()  # written with the letter-ends shared, or not
     with pytest.MonkeyPatch.context() as m:
         m.setattr(triggers, "_guard", lambda firsts: "")
-        m.setattr(triggers, "_share_letter_end", lambda alts: alts)
-        plain = triggers.compile_triggers(_prose_seqs(role))[0]
-    assert isinstance(word, triggers.WordTrigger) and isinstance(plain, triggers.WordTrigger)
-    return word, re.compile(r"\b(?:" + plain.body + ")")
+        if not letter_ends:  # (this orders the rests otherwise: their text changes)
+            m.setattr(triggers, "_share_letter_end", lambda alts: alts)
+        m.setattr(triggers, "_run_guarded", one_after_the_other)
+        m.setattr(triggers, "_factored", one_after_the_other)
+        plain = triggers.compile_triggers(seqs)[0]
+    triggers._alt.cache_clear()
+    assert isinstance(plain, triggers.WordTrigger)
+    return plain.body
+
+
+@cache
+def _word_triggers(role: str) -> tuple[triggers.WordTrigger, re.Pattern[str]]:
+    """The role's ``WordTrigger`` and ``\\b(?:trie)`` as ``_plain_body`` writes it."""
+    word = triggers.compile_triggers(_prose_seqs(role))[0]
+    assert isinstance(word, triggers.WordTrigger)
+    return word, re.compile(r"\b(?:" + _plain_body(_prose_seqs(role)) + ")")
 
 
 SEPARATORS = [" ", " ", "  ", "\n", ",", ".", ":", "?", "%", "-", "é", "_", "2", "x", "İ", "'s", "“"]
@@ -135,6 +150,63 @@ def test_pattern_trigger_finds_what_its_regex_finds(role: str, text: str) -> Non
             assert trigger.opens is not None  # the shipped ones open with punctuation
             assert trigger.spans(lower) == [m.span() for m in trigger.regex.finditer(lower)]
             assert trigger.search(lower) == (trigger.regex.search(lower) is not None)
+
+
+# Small rule sets that make the rests after a first word open alike (a shared word list,
+# any-words ``*``), with words that match at the start of others (``it`` in ``it's``) and
+# numbers: where writing a step once, or a guard, could change where a match ends.
+STEP_WORDS = [("it",), ("it", "it's"), ("'s", "is"), ("up", "back"), ("!", "."), ("*",), ("\\d", "one")]
+_steps = st.tuples(st.sampled_from(STEP_WORDS), st.sampled_from(["", "", "", "*", "+"]))
+
+
+@st.composite
+def _seqs(draw: st.DrawFn) -> list[list[Step]]:
+    """Sequences after ``ok`` or ``it`` whose steps open alike: each takes the first steps
+    of one drawn opening, then steps of its own."""
+    opening = draw(st.lists(_steps, max_size=3))
+    return [
+        [((draw(st.sampled_from(["ok", "it"])),), ""), *opening[: draw(st.integers(0, 3))],
+         *draw(st.lists(_steps, max_size=2))]
+        for _ in range(draw(st.integers(1, 6)))
+    ]
+
+
+_step_texts = st.lists(
+    st.sampled_from(["ok ", "it ", "it's", "'s", "is ", "up", "back", "! ", ".", "one", "12",
+                     "x", " ", "  ", "\n"]), max_size=14).map("".join)
+
+
+@given(_seqs(), st.lists(_step_texts, min_size=1, max_size=8))
+@example(  # ``\\S+`` ends in several places: its rests are not written with it once
+    [[(("ok",), ""), (("*",), ""), (("up",), "")], [(("ok",), ""), (("*",), ""), (("back",), "")]],
+    ["ok xback up"],
+)
+@example(  # ``it`` matches at the start of ``it's``: neither is this word list
+    [[(("ok",), ""), (("it", "it's"), ""), (("'s", "is"), ""), (("up",), ""), (("!",), "")],
+     [(("ok",), ""), (("it", "it's"), ""), (("up",), "")]],
+    ["ok it's up!"],
+)
+@settings(max_examples=500, deadline=None)
+def test_rests_written_once_match_as_written_in_full(seqs: list[list[Step]], texts_: list[str]) -> None:
+    (word,) = [t for t in triggers.compile_triggers(seqs) if isinstance(t, triggers.WordTrigger)]
+    plain = re.compile(r"\b(?:" + _plain_body(seqs, letter_ends=True) + ")")
+    for text in texts_:
+        assert word.spans(text) == [m.span() for m in plain.finditer(text)], (word.body, text)
+
+
+def test_rests_that_open_alike_share_their_first_step() -> None:
+    """After ``server`` two rests open with the same word list: it is written once. Two rests
+    opening with any word (``*``) get one guard of their next words."""
+    subjects = ("api", "app", "backend", "build")
+    shared = [[(("server",), ""), (subjects, ""), (("up",), "")],
+              [(("server",), ""), (subjects, ""), (("back",), "")]]
+    anywords = [[(("it",), ""), (("*",), ""), (("works",), "")],
+                [(("it",), ""), (("*",), ""), (("passes",), "")]]
+    (word,) = triggers.compile_triggers(shared + anywords)
+    assert isinstance(word, triggers.WordTrigger)
+    assert word.body.count("backend") == 1
+    assert r"(?=\S+\s*" in word.body
+    assert word.spans("server app  up, it builds passes") == [(0, 14), (16, 32)]
 
 
 def test_a_pattern_trigger_opening_otherwise_searches_every_text() -> None:

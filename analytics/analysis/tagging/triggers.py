@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import cache
 from typing import Any, Protocol
 
 from spacy.lang.en.lex_attrs import _num_words, _ordinal_words
@@ -44,6 +45,8 @@ _IGNORED = ("IS_SENT_START", "OP", "IS_SPACE", "IS_ASCII", "IS_LOWER", "IS_UPPER
 """Attributes that only narrow a token down: any word is a superset."""
 _SENT_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)|\n\s*\n")
 _LETTER_END = r"(?![^\W\d_])"
+_LETTER = re.compile(r"[^\W\d_]")
+"""A character ``_LETTER_END`` stops at."""
 
 Token = tuple[str, ...]
 """Alternatives for one token: lower-cased words, or the markers ``\\d`` (a number) / ``*`` (anything)."""
@@ -123,6 +126,7 @@ def variants(pattern: list[dict[str, Any]] | str) -> list[list[Step]] | None:
     return trimmed or None
 
 
+@cache  # the same word lists recur in many rests (``variants``), and in their guards
 def _alt(tok: Token) -> str:
     if tok == ("*",):
         return r"\S+"
@@ -179,7 +183,8 @@ class _Node:
 
     def __init__(self) -> None:
         self.kids: dict[str, _Node] = {}
-        self.rests: set[str] | None = None
+        self.rests: dict[str, list[Step]] | None = None
+        """The sequences after this word: ``_seq`` of each -> its steps."""
         self.firsts: list[frozenset[str] | None] = []
         """``_first_words`` of each rest."""
 
@@ -199,9 +204,106 @@ def _emit(node: _Node) -> str:
         if "" not in node.rests:
             guard = _guard(node.firsts) if len(node.rests) > 1 else ""
             cont += (r"\s*+" if guard and _opens_unspaced(node.firsts) else r"\s*") + guard
-            cont += "(?:" + "|".join(sorted(node.rests)) + ")"
+            rests = [node.rests[r] for r in sorted(node.rests)]
+            cont += "(?:" + (_factored(rests) if guard else _run_guarded(rests)) + ")"
         alts.append(cont)
     return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+def _run_guarded(rests: list[list[Step]]) -> str:
+    """The alternation of ``rests`` (in this order) where no guard for them all can be
+    written (a rest opens with any word: ``\\S+``): each run of neighbours that open with
+    known words, or with any-words and then known words, gets a guard of its own,
+    ``(?=\\S+\\s*(?:<first words>))(?:A|B)``: one pass over the next characters rejects
+    the whole run where each rest would have backtracked through them again (``variants``
+    writes a rule's optional any-words as rests with none, one, two … of them). The rests
+    keep their order and a lookahead only drops what cannot match: matches are unchanged."""
+    out: list[str] = []
+    i = 0
+    while i < len(rests):
+        opening, j = _opening(rests[i]), i + 1
+        if opening is not None:
+            skips, words = {opening[0]}, set(opening[1])
+            while j < len(rests) and (more := _opening(rests[j])) is not None and (
+                bool(more[0]) == bool(opening[0])
+            ):
+                skips.add(more[0])
+                words |= more[1]
+                j += 1
+        if j - i == 1:
+            out.append(_factored(rests[i : i + 1]))
+        else:
+            guard = "(?=" + _any_words(skips) + _word_trie(frozenset(words)) + ")"
+            out.append(guard + "(?:" + _factored(rests[i:j]) + ")")
+        i = j
+    return "|".join(out)
+
+
+def _any_words(counts: set[int]) -> str:
+    """A pattern matching wherever ``(?:\\S+\\s*){k}`` does for a ``k`` in ``counts``
+    (a superset, which is all a guard needs): up to ``max(counts)`` runs of non-space
+    characters, the last one perhaps cut short. The engine tries each end of it about once,
+    where ``\\S+\\s*\\S+\\s*`` tries every split of a word in two."""
+    most = max(counts)
+    if not most:
+        return ""
+    more = rf"(?:\s+\S+){{0,{most - 1}}}" if most > 1 else ""
+    runs = r"\S+" + more + r"\s*"
+    return f"(?:{runs})?" if 0 in counts else runs
+
+
+def _opening(steps: list[Step]) -> tuple[int, frozenset[str]] | None:
+    """How ``_seq(steps)`` opens: with how many any-words (``\\S+``), then with one of which
+    words; None when not so (a number, a repeated any-word)."""
+    skip = 0
+    while skip < len(steps) and steps[skip] == (("*",), ""):
+        skip += 1
+    first = _first_words(steps[skip:])
+    return None if first is None else (skip, first)
+
+
+def _factored(rests: list[list[Step]]) -> str:
+    """The alternation of ``rests`` (in this order, each as ``_seq`` writes it) with the
+    leading step of each run of neighbours that open with the same step written once:
+    ``S(?:A|B)`` for ``SA|SB``. After a first-word hit the engine tries the rests one after
+    the other; ``variants`` makes many of them open alike (a 40-word subject list), and
+    these are now read once. Only a step that ``_matches_one_way`` is shared: then ``S`` can
+    end in one place only, and both forms try the same ways in the same order (``A`` before
+    ``B``), so every match, and where it ends, is unchanged."""
+    out: list[str] = []
+    i = 0
+    while i < len(rests):
+        head, j = rests[i][:1], i + 1
+        if head and _matches_one_way(head[0]):
+            while j < len(rests) and rests[j][:1] == head:
+                j += 1
+        if j - i == 1 or any(_spaced(step) for r in rests[i:j] for step in r):
+            j = i + 1
+            out.append(_seq(rests[i]))
+        else:
+            out.append(_seq(head) + "(?:" + _run_guarded([r[1:] for r in rests[i:j]]) + ")")
+        i = j
+    return "|".join(out)
+
+
+@cache
+def _matches_one_way(step: Step) -> bool:
+    """``_seq([step])`` can match in one way only wherever a rest may go on after it: a
+    single word of the token (no word matches a start of another, as ``it`` would in
+    ``it's``), then ``\\s*``, whose backing off is of no use (no rest goes on at a space).
+    Not so for ``\\S+``, a number, or a repeated step."""
+    tok, op = step
+    if op or not tok or any(w in ("*", "\\d") for w in tok) or _spaced(step):
+        return False
+    return not any(
+        a != b and b.startswith(a) and not (a[-1].isalpha() and _LETTER.match(b, len(a)))
+        for a in tok for b in tok
+    )
+
+
+def _spaced(step: Step) -> bool:
+    """A word of ``step`` opens with whitespace (or is empty): a rest could go on at a space."""
+    return any(not w or w[0].isspace() for w in step[0])
 
 
 def _guard(firsts: list[frozenset[str] | None]) -> str:
@@ -216,10 +318,16 @@ def _guard(firsts: list[frozenset[str] | None]) -> str:
         if first is None:
             return ""
         words |= first
+    return "(?=" + _word_trie(frozenset(words)) + ")"
+
+
+@cache  # many first words are followed by the same rests: the same guards
+def _word_trie(words: frozenset[str]) -> str:
+    """A character trie matching where one of ``words`` matches as ``_alt`` matches it."""
     root = _Node()
     for word in words:
-        _insert(root, word).rests = {""}
-    return "(?=" + _emit_words(root) + ")"
+        _insert(root, word).rests = {"": []}
+    return _emit_words(root)
 
 
 def _opens_unspaced(firsts: list[frozenset[str] | None]) -> bool:
@@ -332,7 +440,7 @@ def compile_triggers(seqs: list[list[Step]]) -> list[Trigger]:
         tail, first = _seq(after), _first_words(after)
         for word in tok:
             node = _insert(letters, word)
-            node.rests = (node.rests or set()) | {tail}
+            node.rests = {**(node.rests or {}), tail: after}
             node.firsts.append(first)
     with no_cyclic_gc():
         out: list[Trigger] = [WordTrigger(_emit(letters))] if letters.kids else []
