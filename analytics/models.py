@@ -325,8 +325,14 @@ PROFILE_SOURCE = "profile"
 """``Measurement.source`` of a share of time written in prose ("63% of decode time is …")."""
 PROSE_SOURCES = (STATED_SOURCE, PROFILE_SOURCE)
 """Sources of measurements read from what people wrote, not measured by a tool."""
-BENCHMARK_SOURCES = ("bench_serving", "bench_one_batch", "vllm_bench")
-"""Sources of measurements a benchmark's own result printed (``tooling.benchmarks``)."""
+BENCH_SERVING_SOURCE, BENCH_ONE_BATCH_SOURCE, VLLM_BENCH_SOURCE = (
+    "bench_serving", "bench_one_batch", "vllm_bench"
+)
+"""``Measurement.source`` of the numbers a serving benchmark's result block printed (SGLang's
+``bench_serving``, ``vllm bench serve``), of SGLang's ``bench_one_batch`` and of ``vllm bench
+throughput|latency`` (``tooling.benchmarks``)."""
+BENCHMARK_SOURCES = (BENCH_SERVING_SOURCE, BENCH_ONE_BATCH_SOURCE, VLLM_BENCH_SOURCE)
+"""Sources of measurements a benchmark's own result printed."""
 
 
 class Campaign(_Record):

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from analytics.models import BENCH_ONE_BATCH_SOURCE, BENCH_SERVING_SOURCE, VLLM_BENCH_SOURCE
+
 from .gates import LATENCY, SERVING_BANNER, THROUGHPUT, Holds
 from .logs import iter_lines
 
@@ -121,7 +123,7 @@ def _block(
     label = join_label(
         {"concurrency": concurrency, "request_rate": _fmt(rate), "launch_msg_idx": launch_msg_idx}
     )
-    return [BenchNumber(name, value, unit, label, "bench_serving") for name, unit, value in rows]
+    return [BenchNumber(name, value, unit, label, BENCH_SERVING_SOURCE) for name, unit, value in rows]
 
 
 def _fmt(value: float | None) -> str | None:
@@ -166,7 +168,7 @@ def one_batch_lines(text: str, command: str | None = None) -> list[BenchNumber]:
         if m.group(1) == "Total":
             if not warmup:
                 label = join_label({"bs": bs})
-                out += [BenchNumber(n, v, u, label, "bench_one_batch") for n, v, u in pending]
+                out += [BenchNumber(n, v, u, label, BENCH_ONE_BATCH_SOURCE) for n, v, u in pending]
             pending, bs, warmup = [], default_bs, False
     return out
 
@@ -186,12 +188,12 @@ def vllm_bench_lines(
     if throughput:
         for m in _VLLM_THROUGHPUT.finditer(text):
             out += [
-                BenchNumber("throughput_requests", float(m.group(1)), "req/s", label, "vllm_bench"),
+                BenchNumber("throughput_requests", float(m.group(1)), "req/s", label, VLLM_BENCH_SOURCE),
                 BenchNumber(
-                    "throughput_total_tokens", float(m.group(2)), "tok/s", label, "vllm_bench"
+                    "throughput_total_tokens", float(m.group(2)), "tok/s", label, VLLM_BENCH_SOURCE
                 ),
                 BenchNumber(
-                    "throughput_output_tokens", float(m.group(3)), "tok/s", label, "vllm_bench"
+                    "throughput_output_tokens", float(m.group(3)), "tok/s", label, VLLM_BENCH_SOURCE
                 ),
             ]
     if latency:
@@ -201,7 +203,7 @@ def vllm_bench_lines(
                 which = "avg" if hit.group(1) == "Avg" else "p" + hit.group(1).rstrip("%")
                 value = _number(hit.group(2))
                 if value is not None:
-                    out.append(BenchNumber(f"latency_{which}", value, "s", label, "vllm_bench"))
+                    out.append(BenchNumber(f"latency_{which}", value, "s", label, VLLM_BENCH_SOURCE))
     return out
 
 
