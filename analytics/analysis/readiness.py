@@ -209,16 +209,14 @@ _PORT_TARGET = re.compile(r"[^\s/]+:\d{2,5}")
 wait on it that ended ``ready`` saw the port accept a connection, liveness only."""
 
 
-# The outputs of calls that may have started a job a re-check reads: Claude Code's "sent
-# to the background" line, a Codex unified exec header whose process runs on (checked
-# after the prefix a header starts with, which most outputs lack).
-_EXEC_RUNNING = r"(?:Chunk ID: [^\n]*\n)?Wall time: [^\n]*\n" + CODEX_SESSION_RUNNING
 _JOB_STARTED = (
-    f"(starts_with({{column}}, '{CLAUDE_BACKGROUND_PREFIX}') OR ((starts_with({{column}}, "
-    f"'Chunk ID: ') OR starts_with({{column}}, 'Wall time: ')) AND regexp_matches({{column}}, "
-    f"'^{_EXEC_RUNNING}')))",
-    re.compile(f"{CLAUDE_BACKGROUND_STARTED}|^{_EXEC_RUNNING}"),
+    f"(starts_with({{column}}, '{CLAUDE_BACKGROUND_PREFIX}') "
+    f"OR contains({{column}}, '{CODEX_SESSION_RUNNING}'))",
+    re.compile(f"{CLAUDE_BACKGROUND_STARTED}|{re.escape(CODEX_SESSION_RUNNING)}"),
 )
+"""The outputs of calls that may have started a job a re-check reads: Claude Code's "sent to
+the background" line, or a Codex header's "process runs on" line (a superset: which job, if
+any, ``background_job_started`` and ``exec_session_started`` read exactly)."""
 
 
 class _Call(NamedTuple):  # a tuple: built for every call of the session, 3x cheaper
