@@ -73,6 +73,9 @@ class FileLoader:
         self.quarantined: list[Quarantined] = []
         self.redactions: list[Any] = []
         self.orphans: list[ToolResult] = []
+        self._to_redact: list[tuple[Any, str, str | None, int | None, str]] = []
+        """(item, attribute, session, msg_idx, field) of each text read and not yet
+        redacted, in the order read: redacted together at the next flush, before storing."""
         self.settled_only: set[tuple[str, int]] = set()
         """Of the messages ``finish`` returns, those only results that ``settles`` reached."""
         self.n_messages = 0
@@ -102,7 +105,7 @@ class FileLoader:
             if self.remap and item.session_id in self.remap:
                 item.session_id = self.remap[item.session_id]
             if self.redactor is not None:
-                item.text = self._redact(item.session_id, item.msg_idx, "text", item.text)
+                self._to_redact.append((item, "text", item.session_id, item.msg_idx, "text"))
             self.first_idx.setdefault(item.session_id, item.msg_idx)
             self.last_idx[item.session_id] = item.msg_idx
             if self.stream is not None:
@@ -114,9 +117,8 @@ class FileLoader:
                 item.session_id = self.remap[item.session_id]
             if self.redactor is not None:
                 for fld in ("command", "input", "output"):
-                    val = getattr(item, fld)
-                    if val:
-                        setattr(item, fld, self._redact(item.session_id, item.msg_idx, fld, val))
+                    if getattr(item, fld):
+                        self._to_redact.append((item, fld, item.session_id, item.msg_idx, fld))
             if self.stream is not None:  # (its result comes after it: msg_idx is the first)
                 self.stream.check(item.session_id, item.msg_idx)
             self.calls.append(item)
@@ -134,40 +136,83 @@ class FileLoader:
         elif isinstance(item, ToolResult):
             item.session_id = self._sid(item.session_id) or item.session_id
             if self.redactor is not None and item.output:
-                item.output = self._redact(item.session_id, item.result_msg_idx, "output", item.output)
+                self._to_redact.append(
+                    (item, "output", item.session_id, item.result_msg_idx, "output")
+                )
             self.orphans.append(item)
         elif isinstance(item, RawRecord):
             item.session_id = self._sid(item.session_id)
             if self.redactor is not None:
-                item.raw = self._redact(item.session_id, None, "raw", item.raw)
+                self._to_redact.append((item, "raw", item.session_id, None, "raw"))
             self.raws.append(item)
         elif isinstance(item, Quarantined):
             if self.redactor is not None:
-                item.raw = self._redact(None, None, "quarantine", item.raw)
+                self._to_redact.append((item, "raw", None, None, "quarantine"))
             self.quarantined.append(item)
         if len(self.messages) + len(self.calls) + len(self.raws) >= FLUSH_EVERY:
             self.flush()
 
-    def _redact(self, sid: str | None, idx: int | None, fld: str, text: str) -> str:
-        new, counts = self.redactor.redact(text)  # type: ignore[union-attr]
-        for kind, count in counts.items():
-            self.redactions.append(_Redaction(sid, idx, fld, kind, count))
-        return new
+    def _stored_tables(self) -> tuple[pa.Table | None, pa.Table | None]:
+        """The Arrow tables of the messages and calls read since the last flush, with their
+        texts redacted (None: no rows), after redacting every text read since then.
+
+        Most texts hold nothing to redact: the messages' and calls' texts are searched
+        for anything that may be a secret in the columns of the tables to store, all at
+        once (``Redactor.may_hold_secrets``), and only those that may hold one are
+        redacted one by one (a table is built again when one of its texts changed).
+        What was replaced is noted in the order the texts were read."""
+        from analytics.store.writer import to_arrow
+
+        messages = to_arrow("messages", self.messages) if self.messages else None
+        calls = to_arrow("tool_calls", self.calls) if self.calls else None
+        todo, self._to_redact = self._to_redact, []
+        redactor = self.redactor
+        if not todo or redactor is None:
+            return messages, calls
+        maybe: set[tuple[int, str]] = set()  # (id(item), attribute) that may hold one
+        for table, rows, attrs in (
+            (messages, self.messages, ("text",)), (calls, self.calls, ("command", "input", "output"))
+        ):
+            if table is None:
+                continue
+            for attr in attrs:
+                found = redactor.may_hold_secrets(table.column(attr))
+                maybe.update((id(rows[i]), attr) for i, hit in enumerate(found) if hit)
+        changed: set[type] = set()
+        for item, attr, sid, idx, fld in todo:
+            if isinstance(item, (Message, ToolCall)) and (id(item), attr) not in maybe:
+                continue
+            new, counts = redactor.redact(getattr(item, attr) or "")
+            if counts:  # (no count: nothing replaced, the text is as it was)
+                setattr(item, attr, new)
+                changed.add(type(item))
+            for kind, count in counts.items():
+                self.redactions.append(_Redaction(sid, idx, fld, kind, count))
+        if Message in changed:
+            messages = to_arrow("messages", self.messages)
+        if ToolCall in changed:
+            calls = to_arrow("tool_calls", self.calls)
+        return messages, calls
 
     def flush(self) -> None:
+        from analytics.store.writer import append_table
+
+        messages, calls = self._stored_tables()
         put, stream = self._put, self.stream
         if stream is None:
-            put("messages", self.messages)
-            put("tool_calls", self.calls)
+            for name, table in (("messages", messages), ("tool_calls", calls)):
+                if table is None:
+                    continue
+                if self.staging is not None:
+                    self.staging.append_table(name, table)
+                else:
+                    append_table(self.con, name, table)
         else:  # (the stream reads the rows as they go in: a streamed file is never staged)
             assert self.staging is None
-            from analytics.store.writer import append_stored
-
-            appended = Appended(
-                self.messages, self.calls,
-                append_stored(self.con, "messages", self.messages),
-                append_stored(self.con, "tool_calls", self.calls),
-            )
+            for name, table in (("messages", messages), ("tool_calls", calls)):
+                if table is not None:
+                    append_table(self.con, name, table)
+            appended = Appended(self.messages, self.calls, messages, calls)
         put("raw_records", self.raws, extra={"path": self.path})
         put("quarantine", self.quarantined, extra={"path": self.path})
         put("redactions", self.redactions, extra={"path": self.path})

@@ -15,6 +15,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from analytics.batchgate import may_match_column, may_match_many, superset_source
+
 DATA_FILE = "secret_patterns.json"
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _ESCAPE_LETTERS = frozenset("nrtbf")
@@ -127,11 +129,48 @@ class Gate:
                 return low
         return None
 
+    def may_hit_many(self, texts: list[str]) -> list[bool]:
+        """For each of ``texts``, whether some gate may hit it: False only where none can
+        (``any_hit`` would say None), found for the whole batch by RE2 (``batchgate``)."""
+        on_text, on_low = _batch_sources(self)
+        return [
+            a or b for a, b in zip(
+                may_match_many(on_text, texts), may_match_many(on_low, texts, lowered=True),
+                strict=True,
+            )
+        ]
+
+    def may_hit_column(self, column: Any) -> list[bool]:
+        """:meth:`may_hit_many` of the texts of an Arrow string column (a NULL: False)."""
+        on_text, on_low = _batch_sources(self)
+        return [
+            a or b for a, b in zip(
+                may_match_column(on_text, column), may_match_column(on_low, column, lowered=True),
+                strict=True,
+            )
+        ]
+
     def hits(self, text: str, low: str) -> list[re.Match[str]]:
         """Every hit, sorted by position (``low`` shares its offsets with ``text``)."""
         found = [m for _, rx in self.on_text for m in rx.finditer(text)]
         found += [m for _, rx in self.on_low for m in rx.finditer(low)]
         return sorted(found, key=lambda m: m.start())
+
+
+@cache
+def _batch_sources(gate: Gate) -> tuple[str | None, str | None]:
+    """RE2 supersets (``batchgate.superset_source``) of the gates searched in the text as
+    is and of those searched in it lowered, each as one alternation (None: no superset)."""
+    sides: list[str | None] = []
+    for pivoted in (gate.on_text, gate.on_low):
+        sources = [superset_source(rx) for _, rx in pivoted]
+        if not sources:
+            sides.append(r"[^\x00-\x{10FFFF}]")  # (no gate of that side: nothing hits)
+        elif any(s is None for s in sources):
+            sides.append(None)
+        else:
+            sides.append("|".join(f"(?:{s})" for s in sources))
+    return sides[0], sides[1]
 
 
 @dataclass(frozen=True, slots=True)

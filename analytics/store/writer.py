@@ -219,7 +219,12 @@ class Staging:
         """Stage records for ``table`` (as :func:`append` would store them)."""
         if not rows:
             return 0
-        arrow = to_arrow(table, rows, extra)
+        return self.append_table(table, to_arrow(table, rows, extra))
+
+    def append_table(self, table: str, arrow: pa.Table) -> int:
+        """Stage an Arrow table of ``table``'s columns (as ``to_arrow`` builds it)."""
+        if not arrow.num_rows:
+            return 0
         writer = self._writers.get(table)
         if writer is None:
             import pyarrow.parquet as pq  # only large files are staged
@@ -230,7 +235,7 @@ class Staging:
         while len(self._out) >= self.BEHIND:  # (bounded memory; a failed write raises here)
             self._out.popleft().result()
         self._out.append(self._pool.submit(writer.write_table, arrow))
-        return len(rows)
+        return int(arrow.num_rows)
 
     def _written(self) -> None:
         """Wait for the writes handed over; raise the first one's error."""

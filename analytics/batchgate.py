@@ -1,0 +1,259 @@
+"""Which of many texts a Python regex may match, answered for the whole batch at once.
+
+Python's ``re`` walks a text character by character in its own loop; Arrow's
+``match_substring_regex`` runs RE2, a DFA, over a whole column of texts in C++ (here
+about eight times as fast). RE2 does not know every construct of ``re`` (lookarounds,
+possessive repeats, back references) and reads some classes differently on non-ASCII
+text, so a pattern is not handed over as it is: :func:`superset_source` writes a RE2
+pattern that matches (somewhere in) every ASCII text the Python pattern matches in, and
+maybe a few more. A text it does not match cannot match the Python pattern: the caller
+skips it. A text it matches, and every non-ASCII text, is left to the Python pattern, so
+what is found does not change; only the texts known to hold no match are skipped.
+
+How a pattern is widened (each step only lets more texts match):
+- assertions (``^``, ``$``, ``\\b``, lookahead and lookbehind) are dropped;
+- atomic groups and possessive repeats become plain ones, lazy repeats greedy;
+- a repeat of more than ``MAX_BOUND`` times becomes open-ended (RE2 caps repeat counts);
+- a back reference becomes "anything", a conditional group either branch;
+- with ``IGNORECASE`` a non-ASCII character (``ſ`` matches ``s`` in ``re``) becomes "any
+  character", and ``\\s`` is written out with every ASCII character ``re`` counts as
+  whitespace (``\\x1c``-``\\x1f`` too, which RE2's ``\\s`` leaves out).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+MAX_BOUND = 64
+"""The largest repeat count written as it is; longer ones become open-ended."""
+_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f "
+"""The ASCII characters ``str.isspace`` (and so ``re``'s ``\\s``) counts as whitespace."""
+_NOT_SPACE = r"\x00-\x08\x0e-\x1b\x21-\x{10FFFF}"
+_CATEGORIES = {
+    "CATEGORY_DIGIT": r"0-9",
+    "CATEGORY_NOT_DIGIT": r"\x00-/:-\x{10FFFF}",
+    "CATEGORY_SPACE": _SPACE,
+    "CATEGORY_NOT_SPACE": _NOT_SPACE,
+    "CATEGORY_WORD": r"0-9A-Za-z_",
+    "CATEGORY_NOT_WORD": r"\x00-/:-@\[-^`{-\x{10FFFF}",
+}
+"""``re``'s categories as RE2 class contents, exact on ASCII text."""
+_ANY = r"(?s:.)"
+
+try:
+    _PARSER: Any = importlib.import_module("re._parser")  # CPython's own regex parser
+except ImportError:  # another Python: no superset, every text goes to the Python pattern
+    _PARSER = None
+
+
+class _Unsupported(Exception):
+    """A construct this translation does not know: no superset for the pattern."""
+
+
+def superset_source(pattern: re.Pattern[str]) -> str | None:
+    """A RE2 pattern matching in every ASCII text ``pattern`` matches in (see the module's
+    description); None when there is none to give (an unknown construct, ``LOCALE``, a
+    bytes pattern, a Python without ``re._parser``)."""
+    if _PARSER is None or not isinstance(pattern.pattern, str) or pattern.flags & re.LOCALE:
+        return None
+    icase = bool(pattern.flags & re.IGNORECASE)
+    try:
+        tree = list(_PARSER.parse(pattern.pattern, pattern.flags))
+        body = _Writer(bool(pattern.flags & re.DOTALL)).sequence(tree, icase, [], True, True)
+    except (_Unsupported, AttributeError, IndexError, TypeError, ValueError, RecursionError):
+        return None
+    return "(?i)" + body if icase else body
+
+
+class _Writer:
+    """Writes the RE2 superset of a parse tree (see :func:`superset_source`).
+
+    Literal characters are held back (``pending``, one RE2 atom each) and written at the
+    next construct that is no literal, so that an alternation after them repeats them in
+    each alternative: a look-behind of fixed characters there (``key(?:=(?<=accountkey=)…``,
+    a trie of words entered at a rare character) then lengthens that alternative's
+    literal to the whole word, as long as nothing else was matched before it
+    (``at_start``), instead of being dropped. A look-ahead that ends the pattern is
+    written as what must follow."""
+
+    def __init__(self, dotall: bool) -> None:
+        self.dotall = dotall
+
+    def sequence(
+        self, nodes: list[tuple[Any, Any]], icase: bool, pending: list[str], at_start: bool,
+        last: bool,
+    ) -> str:
+        """The nodes after the characters ``pending`` (written here); ``at_start``: nothing
+        was matched before ``pending``; ``last``: nothing of the pattern follows."""
+        out: list[str] = []
+        for k, (op, arg) in enumerate(nodes):
+            op = str(op)
+            is_last = last and k == len(nodes) - 1
+            alone = at_start and not out
+            if op == "LITERAL" and not (icase and arg >= 128):
+                pending = [*pending, _char(arg)]
+                continue
+            if op in ("ASSERT", "ASSERT_NOT", "AT"):
+                if op == "ASSERT" and arg[0] < 0:  # a look-behind
+                    behind = _fixed(list(arg[1]), icase)
+                    if behind is None or icase:
+                        continue
+                    if alone and _ends_with(behind, pending):
+                        pending = behind
+                    elif not _ends_with(pending, behind) and not _ends_with(behind, pending):
+                        if all(len(a) == 1 or a.startswith("\\x") for a in behind + pending):
+                            return _NEVER  # (the literal before it is not what it wants)
+                elif op == "ASSERT" and is_last:  # a look-ahead ending the pattern
+                    out.append("".join(pending))
+                    out.append(self.sequence(list(arg[1]), icase, [], False, True))
+                    pending = []
+                continue  # (any other assertion only narrows where a match is)
+            if op == "BRANCH":
+                alts = [self.sequence(list(a), icase, pending, alone, is_last) for a in arg[1]]
+                out.append("(?:" + "|".join(alts) + ")")
+            elif op == "SUBPATTERN" and not arg[1] and not arg[2]:  # (no flags changed)
+                out.append("(?:" + self.sequence(list(arg[3]), icase, pending, alone, is_last) + ")")
+            else:
+                out.append("".join(pending) + self._node(op, arg, icase))
+            pending = []
+        out.append("".join(pending))
+        return "".join(out)
+
+    def _node(self, op: str, arg: Any, icase: bool) -> str:
+        if op == "LITERAL":  # (a non-ASCII one under IGNORECASE: may fold to ASCII)
+            return _ANY
+        if op == "NOT_LITERAL":
+            if arg >= 128:  # (never in an ASCII text: every character but a rare one)
+                return _ANY
+            return f"[^{_char(arg)}]"
+        if op == "ANY":
+            return _ANY if self.dotall else r"[^\n]"
+        if op == "IN":
+            return _class(arg, icase)
+        if op == "CATEGORY":
+            return f"[{_CATEGORIES[str(arg)]}]"
+        if op == "SUBPATTERN":  # (group, add_flags, del_flags, nodes), changing flags
+            _, add, drop, nodes = arg
+            if (add | drop) & re.LOCALE:
+                raise _Unsupported(op)
+            inner_icase = (icase or bool(add & re.IGNORECASE)) and not drop & re.IGNORECASE
+            saved = self.dotall
+            self.dotall = (saved or bool(add & re.DOTALL)) and not drop & re.DOTALL
+            flag = "" if inner_icase == icase else "i" if inner_icase else "-i"
+            inner = self.sequence(list(nodes), inner_icase, [], False, False)
+            self.dotall = saved
+            return f"(?{flag}:{inner})"
+        if op == "ATOMIC_GROUP":
+            return "(?:" + self.sequence(list(arg), icase, [], False, False) + ")"
+        if op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, high, nodes = arg
+            inner = "(?:" + self.sequence(list(nodes), icase, [], False, False) + ")"
+            low = min(low, MAX_BOUND)
+            if high == _PARSER.MAXREPEAT or high > MAX_BOUND:
+                return inner + ("*" if low == 0 else "+" if low == 1 else f"{{{low},}}")
+            return inner + f"{{{low},{high}}}"
+        if op == "GROUPREF":
+            return _ANY + "*"
+        if op == "GROUPREF_EXISTS":  # (group, yes, no)
+            _, yes, no = arg
+            branches = [self.sequence(list(yes), icase, [], False, False)]
+            branches.append(self.sequence(list(no), icase, [], False, False) if no is not None else "")
+            return "(?:" + "|".join(branches) + ")"
+        raise _Unsupported(op)
+
+
+_NEVER = r"[^\x00-\x{10FFFF}]"
+"""A RE2 pattern that matches nowhere."""
+
+
+def _fixed(nodes: list[tuple[Any, Any]], icase: bool) -> list[str] | None:
+    """The RE2 atoms of a sequence of single characters (literals and classes), one per
+    character; None for anything else."""
+    atoms = []
+    for op, arg in nodes:
+        if str(op) == "LITERAL":
+            atoms.append(_char(arg))
+        elif str(op) == "IN":
+            atoms.append(_class(arg, icase))
+        else:
+            return None
+    return atoms or None
+
+
+def _ends_with(atoms: list[str], tail: list[str]) -> bool:
+    return len(tail) <= len(atoms) and atoms[len(atoms) - len(tail) :] == tail
+
+
+def _char(code: int) -> str:
+    """A character as RE2 reads it literally (in a class too)."""
+    if code < 128 and (chr(code).isalnum() or chr(code) == "_"):
+        return chr(code)
+    return f"\\x{{{code:X}}}"
+
+
+def _class(items: list[tuple[Any, Any]], icase: bool) -> str:
+    """A character class: exact on ASCII text. Under ``IGNORECASE`` a positive class
+    naming a non-ASCII character is "any character" (a fold of it may be ASCII); a
+    negated one leaves such characters out (it then excludes fewer: a superset)."""
+    negate = bool(items) and str(items[0][0]) == "NEGATE"
+    parts: list[str] = []
+    for op, arg in items[1:] if negate else items:
+        op = str(op)
+        if op == "LITERAL":
+            if arg >= 128 and icase:
+                if negate:
+                    continue
+                return _ANY
+            parts.append(_char(arg))
+        elif op == "RANGE":
+            lo, hi = arg
+            if hi >= 128 and icase:
+                if negate:
+                    if lo < 128:
+                        parts.append(f"{_char(lo)}-{_char(127)}")
+                    continue
+                return _ANY
+            parts.append(f"{_char(lo)}-{_char(hi)}")
+        elif op == "CATEGORY":
+            parts.append(_CATEGORIES[str(arg)])
+        else:
+            raise _Unsupported(op)
+    if not parts:
+        return _ANY if negate else r"[^\x00-\x{10FFFF}]"
+    return ("[^" if negate else "[") + "".join(parts) + "]"
+
+
+def may_match_many(source: str | None, texts: Sequence[str], lowered: bool = False) -> list[bool]:
+    """For each of ``texts``: False when it is ASCII and RE2 ``source`` (a
+    :func:`superset_source`) finds no match in it, True otherwise (every text when
+    ``source`` is None, or when Arrow cannot run it). ``lowered``: ``source`` is matched
+    in the texts with A-Z lowered, as its Python pattern is by a caller that lowers them."""
+    ascii_at = [i for i, t in enumerate(texts) if t.isascii()]
+    found = [True] * len(texts)
+    if source is None or not ascii_at:
+        return found
+    import pyarrow as pa
+
+    column = pa.array([texts[i] for i in ascii_at], type=pa.string())
+    for i, maybe in zip(ascii_at, may_match_column(source, column, lowered), strict=True):
+        found[i] = maybe
+    return found
+
+
+def may_match_column(source: str | None, column: Any, lowered: bool = False) -> list[bool]:
+    """:func:`may_match_many` of the texts of an Arrow string column (a NULL: False)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if source is None:
+        return [True] * len(column)
+    try:
+        searched = pc.ascii_lower(column) if lowered else column
+        hits = pc.match_substring_regex(searched, pattern=source)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return [True] * len(column)
+    maybe = pc.or_(hits, pc.invert(pc.string_is_ascii(column)))
+    return [bool(m) for m in pc.fill_null(maybe, False).to_pylist()]

@@ -1,0 +1,160 @@
+"""batchgate: the RE2 pattern written for a Python pattern matches wherever it does.
+
+The one property that matters: a text the Python pattern matches in is never skipped
+(``may_match_many`` says True for it). Checked on hand-picked constructs, on generated
+texts built from each pattern's own pieces, and on the redaction gates."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analytics.batchgate import may_match_many, superset_source
+from analytics.redact import Redactor
+from analytics.redact.patterns import ascii_lower, load_patterns
+
+CASES = [
+    # (pattern, texts it matches in, texts the superset rules out)
+    (r"A[KS]IA[0-9A-Z]{16}", ["x AKIA0123456789ABCDEF"], ["AKIA", "akia0123456789abcdef"]),
+    (r"(?<=x)y(?!z)\b", ["xy"], ["y", "yx"]),
+    (r"ab(?<=xab)c", ["xabc"], ["abc"]),
+    (r"ab(?<=zz)c", [], ["zzabc", "abc"]),
+    (r"ken(?<=[-_]token)\s", ["my_token x", "a-token\t"], ["token usage"]),
+    (r"a(?:b(?=cd)|e)", ["abcd", "ae"], ["abc"]),
+    (r"k(?:e(?:y=(?<=akey=)\d|n(?<=token)=))", ["akey=1", "token="], ["key=1", "ken="]),
+    (r"(?i)foo\s+bar", ["FOO \x1c Bar", "foo\x0bbar"], ["foobar"]),
+    (r"(?i:ſ)x", ["sx", "Sx"], []),
+    (r"[^ſa]", ["b"], ["aaa"]),
+    (r"(?i)[^k]x", ["ax"], ["kx", "Kx"]),
+    (r"(?s)a.b", ["a\nb"], []),
+    (r"a.b", ["a b"], ["a\nb"]),
+    (r"(a)\1", ["aa"], ["b"]),
+    (r"(?P<x>a)?(?(x)b|c)", ["ab", "c"], ["d"]),
+    (r"a{100,}", ["a" * 100], ["a" * 10]),
+    (r"\w+@\d", ["x_1@2"], ["@2"]),
+    (r"\W\D\S", ["-x!"], []),
+    (r"(?>ab|a)c", ["abc", "ac"], ["bc"]),
+    (r"x*+y", ["xxy", "y"], ["x"]),
+    (r"(?=ab)a", ["ab"], []),
+    (r"^start$", ["start"], []),
+    (r"(?-i:A)b", ["Ab"], ["ab"]),
+    (r"(?i)a(?-i:B)", ["aB", "AB"], ["ab"]),
+]
+
+
+@pytest.mark.parametrize("pattern,hits,misses", CASES)
+def test_superset_on_constructs(pattern: str, hits: list[str], misses: list[str]) -> None:
+    rx = re.compile(pattern)
+    source = superset_source(rx)
+    assert source is not None
+    for text in hits:
+        assert rx.search(text), (pattern, text)
+    for text in misses:
+        assert not rx.search(text), (pattern, text)
+    assert may_match_many(source, hits) == [True] * len(hits)
+    assert may_match_many(source, misses) == [False] * len(misses)
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None)
+def test_superset_on_generated_texts(data: st.DataObject) -> None:
+    """Texts made of a pattern's own characters (and case changes, spaces, control
+    characters): whatever the Python pattern matches in, the superset does."""
+    pattern, hits, misses = data.draw(st.sampled_from(CASES))
+    pieces = [*hits, *misses, *set(pattern), " ", "\x1c", "\x0b", "\n", "A", "k", "K"]
+    text = "".join(data.draw(st.lists(st.sampled_from(pieces), max_size=12)))
+    rx = re.compile(pattern)
+    if text.isascii() and rx.search(text):
+        assert may_match_many(superset_source(rx), [text]) == [True]
+
+
+def test_non_ascii_and_unknown_are_always_maybe() -> None:
+    """Non-ASCII texts are left to the Python pattern (its classes read them differently)."""
+    source = superset_source(re.compile(r"(?i)straße"))
+    assert may_match_many(source, ["STRASSE", "nothing é"]) == [False, True]
+    assert may_match_many(None, ["a", "b"]) == [True, True]
+    assert superset_source(re.compile(rb"x")) is None  # type: ignore[arg-type]
+
+
+# --- the redaction gates --------------------------------------------------------------
+
+_GATE_PIECES = [
+    "token", "_token", "-token", "access_token", "key", "api_key", "apikey", "accountkey=",
+    "private key", " block", "-----", "password", "passwd", "secret", "-secret", "_pwd",
+    "authorization", "bearer ", "Bearer ", "Token", "basic ", "aiza", "AIza", "eyJ", "eyj",
+    "sk-", "sk-ant-", "rk_live_", "ghp_", "github_pat_", "hf_", "xoxb-", "glpat-", "sg.",
+    "mysql", "mariadb", " -p", "curl", " -u ", "https://", "user:pw@", "AKIA", "ASIA",
+    "=", ":", ": ", ":=", "\"", "'", "`", "]", "\\", " ", "\t", "\x1c", "\n", ",", ";",
+    "0123456789abcdef", "ABCDEFGHIJKLMNOP", "Zx9_Qw8-", "aB3dE5fG7hJ9kL1m", "usage",
+]
+
+
+@given(st.lists(st.sampled_from(_GATE_PIECES), max_size=10))
+@settings(max_examples=1500, deadline=None)
+def test_redaction_gate_superset(pieces: list[str]) -> None:
+    """A text any redaction gate hits is never skipped by the batch gate."""
+    gate = load_patterns().gate
+    text = "".join(pieces)
+    if gate.any_hit(text) is not None:
+        assert gate.may_hit_many([text]) == [True], text
+
+
+def test_redaction_gates_all_translate() -> None:
+    """Every gate has a superset (else every text would go to the Python gates)."""
+    gate = load_patterns().gate
+    for _, rx in (*gate.on_text, *gate.on_low):
+        assert superset_source(rx) is not None, rx.pattern
+
+
+def test_redact_many_is_redact(sample_texts: list[str]) -> None:
+    """The batch finds what one text at a time finds, on every text of the samples."""
+    texts = [*sample_texts, "export HF_TOKEN=hf_" + "a1B2" * 8, "plain words"]
+    one = Redactor()
+    assert Redactor().redact_many(texts) == [one.redact(t) for t in texts]
+
+
+@pytest.fixture(scope="module")
+def sample_texts(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Every message text, command, input and output of the bundled samples, unredacted."""
+    import duckdb
+
+    from analytics.ingest import ingest
+    from analytics.samples_path import sample_inputs
+
+    db = tmp_path_factory.mktemp("gate") / "s.duckdb"
+    ingest(sample_inputs(), db=db, redact=False, analyse=False, build_index=False)
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT text FROM messages UNION ALL SELECT command FROM tool_calls "
+            "UNION ALL SELECT input FROM tool_calls UNION ALL SELECT output FROM tool_calls"
+        ).fetchall()
+    texts = [r[0] for r in rows if r[0]]
+    assert len(texts) > 500
+    return texts
+
+
+def test_lowered_side_matches_as_python_lowers() -> None:
+    """The gates searched in the lowered text are matched in the lowered text."""
+    gate = load_patterns().gate
+    text = "EXPORT ACCESS_TOKEN=Zx9_Qw8-aB3dE5fG"
+    assert gate.any_hit(text) == ascii_lower(text)
+    assert gate.may_hit_many([text]) == [True]
+
+
+def test_planted_secrets_are_never_skipped() -> None:
+    """Every planted secret's context (tests/fixtures/secrets) may hold a secret, as an
+    ASCII text and as one made non-ASCII, and the batch redacts it as one at a time."""
+    import json
+    from pathlib import Path
+
+    manifest = json.loads(
+        (Path(__file__).resolve().parent / "fixtures" / "secrets" / "manifest.json").read_text()
+    )
+    contexts = [m["context"] for m in manifest]
+    contexts += [c + " café" for c in contexts]
+    gate = load_patterns().gate
+    assert all(gate.may_hit_many(contexts))
+    assert Redactor().redact_many(contexts) == [Redactor().redact(c) for c in contexts]
