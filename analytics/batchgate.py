@@ -231,15 +231,25 @@ def may_match_many(source: str | None, texts: Sequence[str], lowered: bool = Fal
     :func:`superset_source`) finds no match in it, True otherwise (every text when
     ``source`` is None, or when Arrow cannot run it). ``lowered``: ``source`` is matched
     in the texts with A-Z lowered, as its Python pattern is by a caller that lowers them."""
+    return may_match_each([source], texts, lowered)[0]
+
+
+def may_match_each(
+    sources: Sequence[str | None], texts: Sequence[str], lowered: bool = False
+) -> list[list[bool]]:
+    """:func:`may_match_many` of ``texts`` for each of ``sources`` (the texts are handed
+    to Arrow once)."""
+    found = [[True] * len(texts) for _ in sources]
     ascii_at = [i for i, t in enumerate(texts) if t.isascii()]
-    found = [True] * len(texts)
-    if source is None or not ascii_at:
+    if not ascii_at or all(source is None for source in sources):
         return found
     import pyarrow as pa
 
     column = pa.array([texts[i] for i in ascii_at], type=pa.string())
-    for i, maybe in zip(ascii_at, may_match_column(source, column, lowered), strict=True):
-        found[i] = maybe
+    for source, flags in zip(sources, found, strict=True):
+        if source is not None:
+            for i, maybe in zip(ascii_at, may_match_column(source, column, lowered), strict=True):
+                flags[i] = maybe
     return found
 
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analytics.analysis.tagging.tools import ToolRules
 from analytics.batchgate import may_match_many, superset_source
 from analytics.redact import Redactor
 from analytics.redact.patterns import ascii_lower, load_patterns
@@ -158,3 +159,52 @@ def test_planted_secrets_are_never_skipped() -> None:
     gate = load_patterns().gate
     assert all(gate.may_hit_many(contexts))
     assert Redactor().redact_many(contexts) == [Redactor().redact(c) for c in contexts]
+
+
+# --- the tagger's tool rules ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tool_rules() -> ToolRules:
+    return ToolRules()
+
+
+def test_every_tool_rule_and_marker_translates(tool_rules: ToolRules) -> None:
+    """Each place's rules and markers have one RE2 superset (else nothing is silent)."""
+    assert all(source is not None for source in tool_rules._sources.values())
+
+
+def _rule_pieces() -> list[str]:
+    rules = ToolRules()
+    words = {n for r in rules.rules for n in r.needs}
+    words |= {n for marks in rules._markers_at.values() for _, needs in marks for n in needs}
+    glue = ["\n", " ", ": ", "(", ")", "1", "500", "Error", "error", "OK", "Decode batch", "\t"]
+    return sorted(words) + glue
+
+
+@given(st.lists(st.sampled_from(_rule_pieces()), max_size=8))
+@settings(max_examples=1500, deadline=None)
+def test_silent_texts_have_no_hits(pieces: list[str]) -> None:
+    """A text found silent for a place gives no abort marker and no rule hit there: what
+    ``abort`` and ``text_hits`` find on it without the note."""
+    rules = ToolRules()
+    text = "".join(pieces)
+    plain = {
+        "abort": [rules.abort(w, text) for w in ("output", "text")],
+        "hits": [rules.text_hits(on, text) for on in ("output", "text")],
+    }
+    rules.note_silent([text], [text])
+    noted = {
+        "abort": [rules.abort(w, text) for w in ("output", "text")],
+        "hits": [rules.text_hits(on, text) for on in ("output", "text")],
+    }
+    assert noted == plain
+
+
+def test_log_outputs_are_silent(tool_rules: ToolRules) -> None:
+    """The common case the note is for: a server's log lines match no output rule."""
+    log = "[2026-05-14 19:58:03 TP0] Decode batch, #running-req: 16, #token: 5123, gen throughput (token/s): 25.31\n" * 5
+    tool_rules.note_silent([log], [log])
+    assert log in tool_rules._silent["output"] and log in tool_rules._silent["text"]
+    tool_rules.note_silent(["Traceback (most recent call last):\nRuntimeError: CUDA out of memory"], [])
+    assert not tool_rules._silent["output"]

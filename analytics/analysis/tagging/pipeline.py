@@ -182,6 +182,11 @@ class Tagger:
                     hit.start, hit.end, self.version,
                 )
 
+        self.tools.note_silent(
+            [call.output for ctx in batch for call in ctx.results if call.output]
+            + [c.message.text for c in batch if c.message.role == "tool" and not c.results and c.message.text],
+            [ctx.message.text for ctx in batch if ctx.message.role != "assistant" and ctx.message.text],
+        )
         for ctx in batch:
             for idx, hit in self._structural(ctx):
                 add(ctx, idx, hit)

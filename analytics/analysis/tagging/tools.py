@@ -23,6 +23,7 @@ from analytics.analysis.tagging.shell import (
     program_words,
     stdin_program,
 )
+from analytics.batchgate import may_match_each, superset_source
 from analytics.command_output import CommandOutput, command_output
 from analytics.models import Message, ToolCall
 
@@ -35,6 +36,8 @@ COMMAND_CACHE_SIZE = 20_000
 RECENT_TEXTS = 4
 """Texts whose literal scan is remembered: a tool record's text is its call's output, read
 as a marker text, a marker output and a rules output."""
+_NOWHERE = r"[^\x00-\x{10FFFF}]"
+"""A RE2 pattern that matches nowhere: of a place without rules or markers."""
 SHARED_GATE_MARKERS = ("text", "output")
 """Marker places (``where``) whose texts the rules of ``SHARED_GATE_RULES`` read too."""
 SHARED_GATE_RULES = ("output", "text")
@@ -129,6 +132,21 @@ class ToolRules:
         a text without a hit is read once instead of once per place (``_quiet``)."""
         self._recent: list[tuple[str, bool]] = []
         self._command_cache: dict[tuple[str, bool], list[Hit]] = {}
+        self._silent: dict[str, set[str]] = {"output": set(), "text": set()}
+        """Per place (``output``, ``text``): the texts of the batch being tagged in which no
+        rule or marker of that place can match (``note_silent``); for outputs, what their
+        commands printed too."""
+        self._sources = {place: self._place_source(place) for place in self._silent}
+        """Per place: a RE2 superset of every rule and marker of that place (``batchgate``)."""
+
+    def _place_source(self, place: str) -> str | None:
+        sources = [superset_source(r.regex) for r in self._by_on.get(place, [])]
+        sources += [superset_source(rx) for rx, _ in self._markers_at.get(place, [])]
+        if not sources:
+            return _NOWHERE
+        if any(s is None for s in sources):
+            return None
+        return "|".join(f"(?:{s})" for s in sources)
 
     def _quiet(self, text: str) -> bool:
         """No marker or rule need (``_shared_gate``) occurs in the parts of ``text`` that
@@ -144,10 +162,24 @@ class ToolRules:
         self._recent = [(text, quiet), *self._recent[: RECENT_TEXTS - 1]]
         return quiet
 
+    def note_silent(self, outputs: list[str], texts: list[str]) -> None:
+        """Find, for a batch's tool ``outputs`` and message ``texts`` all at once, those in
+        which no rule or marker of their place can match (most of them: logs, listings,
+        short asks): ``abort`` and ``text_hits`` then answer at once for them (for an
+        output, for what its command printed too: ``command_output``) until the next
+        call. Found by RE2 over the batch (``batchgate``): the hits stay the same."""
+        unique = list(dict.fromkeys([*outputs, *texts]))
+        maybe = may_match_each([self._sources["output"], self._sources["text"]], unique)
+        quiet_outputs = {t for t, m in zip(unique, maybe[0], strict=True) if not m}
+        self._silent = {
+            "output": quiet_outputs | {command_output(t).text for t in quiet_outputs},
+            "text": {t for t, m in zip(unique, maybe[1], strict=True) if not m},
+        }
+
     # --- abort markers ---------------------------------------------------
     def abort(self, where: str, text: str | None) -> Hit | None:
         """The first abort marker for ``where`` (error | text | output) in ``text``."""
-        if not text:
+        if not text or text in self._silent.get(where, ()):
             return None
         gate = self._marker_gate.get(where)
         if gate is not None and where in SHARED_GATE_MARKERS and self._quiet(text):
@@ -219,7 +251,7 @@ class ToolRules:
     def text_hits(self, on: str, text: str, role: str | None = None) -> list[Hit]:
         """First hit per label of the ``on`` rules; long texts are scanned at head and tail only."""
         rules = self._by_on.get(on)
-        if not text or not rules:
+        if not text or not rules or text in self._silent.get(on, ()):
             return []
         if on in SHARED_GATE_RULES and self._quiet(text):
             rules = self._needless[on]  # no rule's needs occur: only these can match
