@@ -243,14 +243,26 @@ def may_match_each(
     ascii_at = [i for i, t in enumerate(texts) if t.isascii()]
     if not ascii_at or all(source is None for source in sources):
         return found
-    import pyarrow as pa
-
-    column = pa.array([texts[i] for i in ascii_at], type=pa.string())
+    column = _ascii_column([texts[i] for i in ascii_at])
     for source, flags in zip(sources, found, strict=True):
         if source is not None:
             for i, maybe in zip(ascii_at, may_match_column(source, column, lowered), strict=True):
                 flags[i] = maybe
     return found
+
+
+def _ascii_column(texts: list[str]) -> Any:
+    """An Arrow column of ASCII ``texts``, made from their concatenation and its offsets:
+    one copy of the characters (``pa.array`` of the list grows its buffers as it goes)."""
+    import numpy as np
+    import pyarrow as pa
+
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in texts], out=offsets[1:])
+    data = "".join(texts).encode("ascii")
+    return pa.Array.from_buffers(
+        pa.large_string(), len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
 
 
 def may_match_column(source: str | None, column: Any, lowered: bool = False) -> list[bool]:
@@ -265,5 +277,5 @@ def may_match_column(source: str | None, column: Any, lowered: bool = False) -> 
         hits = pc.match_substring_regex(searched, pattern=source)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return [True] * len(column)
-    maybe = pc.or_(hits, pc.invert(pc.string_is_ascii(column)))
-    return [bool(m) for m in pc.fill_null(maybe, False).to_pylist()]
+    plain = pc.string_is_ascii(column).to_pylist()  # (a NULL: None, and no match)
+    return [hit is True or ascii is False for hit, ascii in zip(hits.to_pylist(), plain, strict=True)]
