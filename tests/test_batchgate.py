@@ -208,3 +208,36 @@ def test_log_outputs_are_silent(tool_rules: ToolRules) -> None:
     assert log in tool_rules._silent["output"] and log in tool_rules._silent["text"]
     tool_rules.note_silent(["Traceback (most recent call last):\nRuntimeError: CUDA out of memory"], [])
     assert not tool_rules._silent["output"]
+
+
+# --- the job markers readiness reads ---------------------------------------------------
+
+
+def _marker_pieces() -> list[str]:
+    from analytics.analysis import jobs
+
+    cfg = jobs.config()
+    words = {w for _, g in (*cfg.markers, *cfg.rare_markers) for w in (g.literals or ())}
+    words |= {w.upper() for w in words}
+    glue = ["\n", "\r", " ", ": ", "100%", "50%", "|", "[3/10]", "1.2G", "Killed", "error", "\t"]
+    return sorted(words) + glue
+
+
+@given(st.lists(st.sampled_from(_marker_pieces()), max_size=8))
+@settings(max_examples=1500, deadline=None)
+def test_unmarked_outputs_show_no_job_state(pieces: list[str]) -> None:
+    """An output found unmarked has no job state (other than a re-check's header)."""
+    from analytics.analysis import jobs
+
+    text = "".join(pieces)
+    if jobs.unmarked([text]) == [True]:
+        assert jobs.job_state(text) is None, text
+
+
+def test_job_markers_translate_and_log_lines_are_unmarked() -> None:
+    from analytics.analysis import jobs
+
+    log = "[2026-05-14 19:58:03 TP0] Decode batch, #running-req: 16, token usage: 0.04\n" * 3
+    done = "Downloading model-00001-of-00004.safetensors: 100%|██████████| 4.98G/4.98G"
+    assert jobs.unmarked([log, "Building wheel for flash-attn (setup.py) ... done"]) == [True, False]
+    assert jobs.unmarked([done]) == [False]  # (non-ASCII: left to the markers)

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from analytics.analysis.literals import AnyLiteral, Gated, lowered
 from analytics.analysis.tagging.polling import RECHECK_EXIT_CODE
+from analytics.batchgate import may_match_many, superset_source
 from analytics.command_output import CommandOutput
 
 STATES = ("failed", "done", "running")
@@ -77,6 +78,22 @@ def config() -> _Config:
         ),
         generic_words=frozenset(data["generic_words"]),
     )
+
+
+@lru_cache(maxsize=1)
+def _markers_source() -> str | None:
+    """A RE2 superset of every marker (``batchgate``); None when one has none."""
+    cfg = config()
+    sources = [superset_source(g.regex) for _, g in (*cfg.markers, *cfg.rare_markers)]
+    if any(s is None for s in sources):
+        return None
+    return "|".join(f"(?:{s})" for s in sources)
+
+
+def unmarked(texts: list[str]) -> list[bool]:
+    """For each of ``texts``: True when no marker can match in it (``job_state`` of it is
+    None but for a re-check's header), found for all of them at once (``batchgate``)."""
+    return [not m for m in may_match_many(_markers_source(), texts)]
 
 
 # --------------------------------------------------------------------------- state

@@ -520,6 +520,8 @@ class _Evidence:
         self._started: dict[str, list[tuple[int, str]]] | None = None
         self._job_ids: dict[tuple[int, str], str | None] | None = None
         self.outputs: dict[tuple[int, str], CommandOutput] = {}
+        self._unmarked: set[tuple[int, str]] = set()
+        """Of ``outputs``, those in which no job marker can match (``jobs.unmarked``)."""
 
     def about_other_server(self, command: str, port: int | None) -> bool:
         """A check made by ``command`` is addressed to other ports than ``port`` only: the
@@ -592,6 +594,10 @@ class _Evidence:
         self.outputs = self._read_outputs(
             self.frames, np.array(claims, dtype=np.int64), np.array(job_claims, dtype=np.int64)
         )
+        if job_claims:  # (most outputs show no job's state: found for all at once)
+            keys = list(self.outputs)
+            texts = [self.outputs[k].text for k in keys]
+            self._unmarked = {k for k, u in zip(keys, jobs.unmarked(texts), strict=True) if u}
 
     def _read_outputs(
         self, frames: SessionFrames, claims: np.ndarray, job_claims: np.ndarray
@@ -723,7 +729,10 @@ class _Evidence:
         decides."""
         if call.file_tool or call.status == "aborted":
             return None
-        read = self.outputs.get((call.msg, call.call_id))
+        key = (call.msg, call.call_id)
+        if not call.recheck and key in self._unmarked:
+            return None  # (no marker: only a re-check's header could tell a state)
+        read = self.outputs.get(key)
         reading = jobs.job_state(read if read is not None else "", call.recheck)
         if reading is None:
             return None
