@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _compiled import byte_compile_package  # noqa: E402
 from _corpus import write_corpus  # noqa: E402
 from _rss import run_measured  # noqa: E402
 
@@ -99,6 +100,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
+    byte_compile_package()
     work = Path(tempfile.mkdtemp(prefix="bench_ingest_"))
     src = work / "session.jsonl"
     write_corpus(src, args.records)

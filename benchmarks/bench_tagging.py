@@ -10,7 +10,8 @@
    database; the goal's ratio is the best ingest against the best reference (each at this
    machine's best moment), and every round's own ratio is printed with their median. An
    ingest without analysis shows what tagging and analysis add; the stage split
-   (``TRANSCRIPTS_TIMING``) of the fastest tagged ingest is printed too.
+   (``TRANSCRIPTS_TIMING``) of the fastest tagged ingest is printed too. The package is
+   byte-compiled first (``byte_compile_package``), as an installed copy is.
 2. The Tagger alone over a generated batch of messages, against spaCy's blank English
    tokenizer over the same prose (``nlp.make_doc``): the floor any spaCy-based prose tagger
    pays. Tool outputs are never tokenised by the Tagger, so the reference does not tokenise
@@ -36,6 +37,7 @@ from analytics.analysis.tagging import Tagger
 from analytics.models import Message, MessageContext, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _compiled import byte_compile_package  # noqa: E402
 from _corpus import write_corpus  # noqa: E402
 
 USER = ["ok?", "ready?", "status?", "ok, now run the benchmark at concurrency 16", "any luck?",
@@ -197,6 +199,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of part 1")
     args = ap.parse_args()
+    byte_compile_package()
     ingest_with_tagging(args.records, args.rounds)
     print()
     tagger_alone(args.messages, args.seed)

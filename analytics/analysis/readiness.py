@@ -321,6 +321,8 @@ def claimed_port(claim_text: str, servers: list[_Server]) -> int | None:
     """The port of the one server a claim is about: the launched port it names, else the
     one server whose model or served name it names; None when it names none or several
     (``both servers``, two ports)."""
+    if not servers:
+        return None
     ports = {s.port for s in servers}
     named = {int(n) for n in _NUMBER.findall(claim_text)} & ports
     if not named:
