@@ -24,17 +24,18 @@ def _dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
 
 
 def _spy_on_staging(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The tables rows are staged for (one item per ``Staging.append``) from now on."""
+    """The tables rows are staged for (one item per ``Staging.append_table``, which
+    ``Staging.append`` calls too) from now on."""
     from analytics.store import writer
 
     staged: list[str] = []
-    real = writer.Staging.append
+    real = writer.Staging.append_table
 
     def spy(self: writer.Staging, table: str, *args: object, **kwargs: object) -> int:
         staged.append(table)
         return real(self, table, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(writer.Staging, "append", spy)
+    monkeypatch.setattr(writer.Staging, "append_table", spy)
     return staged
 
 
