@@ -186,13 +186,6 @@ class Redactor:
         out.append(text[pos:])
         return "".join(out), counts
 
-    def redact_many(self, texts: list[str]) -> list[tuple[str, dict[str, int]]]:
-        """:meth:`redact` of each of ``texts``; the texts no gate can hit (most of them)
-        are found so for the whole batch at once (``Gate.may_hit_many``) and not scanned
-        one by one."""
-        maybe = self._ps.gate.may_hit_many(texts)
-        return [self.redact(t) if m else (t, {}) for t, m in zip(texts, maybe, strict=True)]
-
     def may_hold_secrets(self, column: Any) -> list[bool]:
         """For each text of an Arrow string column, whether it may hold a secret: False
         only where :meth:`redact` would find none (``Gate.may_hit_column``)."""

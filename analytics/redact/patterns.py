@@ -15,7 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from analytics.batchgate import may_match_column, may_match_many, superset_source
+from analytics.batchgate import may_match_column, superset_source
 
 DATA_FILE = "secret_patterns.json"
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -129,19 +129,10 @@ class Gate:
                 return low
         return None
 
-    def may_hit_many(self, texts: list[str]) -> list[bool]:
-        """For each of ``texts``, whether some gate may hit it: False only where none can
-        (``any_hit`` would say None), found for the whole batch by RE2 (``batchgate``)."""
-        on_text, on_low = _batch_sources(self)
-        return [
-            a or b for a, b in zip(
-                may_match_many(on_text, texts), may_match_many(on_low, texts, lowered=True),
-                strict=True,
-            )
-        ]
-
     def may_hit_column(self, column: Any) -> list[bool]:
-        """:meth:`may_hit_many` of the texts of an Arrow string column (a NULL: False)."""
+        """For each text of an Arrow string column, whether some gate may hit it: False
+        only where none can (``any_hit`` would say None; a NULL: False), found for the
+        whole column by RE2 (``batchgate``)."""
         on_text, on_low = _batch_sources(self)
         return [
             a or b for a, b in zip(
