@@ -36,6 +36,7 @@ import signal
 import sys
 import threading
 import time
+import types
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -311,6 +312,40 @@ class Ring:
 
 
 # --- child side ----------------------------------------------------------------
+def _import_spacy_without_cli() -> None:
+    """Import spaCy here without ``spacy.cli`` (its command line: ``requests``, ``typer``
+    and more, a third of spaCy's import time, which delays the worker's first chunk). A
+    tagging worker never runs spaCy's command line, and ``spacy/__init__`` takes only
+    ``spacy.cli.info.info`` from it: stand-ins take the package's place while spaCy is
+    imported, and a call of that ``info`` imports the real one. Should this spaCy want
+    more of ``spacy.cli`` at import, it is imported again the usual way."""
+    if any(name == "spacy" or name.startswith("spacy.") for name in sys.modules):
+        return
+    stand_ins = {name: types.ModuleType(name) for name in ("spacy.cli", "spacy.cli.info")}
+    stand_ins["spacy.cli"].__path__ = []
+
+    def info(*args: Any, **kwargs: Any) -> Any:
+        for name in stand_ins:
+            if sys.modules.get(name) is stand_ins[name]:
+                del sys.modules[name]
+        from spacy.cli.info import info as real
+
+        return real(*args, **kwargs)
+
+    stand_ins["spacy.cli.info"].info = info  # type: ignore[attr-defined]
+    sys.modules.update(stand_ins)
+    try:
+        import spacy  # noqa: F401
+    except ImportError:
+        for name in [n for n in sys.modules if n == "spacy" or n.startswith("spacy.")]:
+            del sys.modules[name]
+        import spacy  # noqa: F401, F811
+    finally:
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+
+
 def _serve(
     tag: TagJob,
     jobs: Connection,
@@ -325,6 +360,7 @@ def _serve(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if prepare is not None:
         try:
+            _import_spacy_without_cli()
             prepare()
         except Exception:  # noqa: S110 - the first job fails the same way and says why
             pass
