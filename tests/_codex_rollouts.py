@@ -49,3 +49,17 @@ def write_rollout(
     path = tmp_path / f"rollout-{day}T10-00-00-{sid}.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path
+
+
+def ingest_rollout(
+    tmp_path: Path, day: str, items: list[tuple[int, dict[str, object]]],
+    sid: str = "0199a000-0000-7000-8000-0000000000ee",
+) -> Path:
+    """The database (in ``tmp_path``) of an ingest of ``write_rollout``'s file, which must
+    ingest without error."""
+    from analytics.ingest import ingest
+
+    db = tmp_path / "t.duckdb"
+    summary = ingest([write_rollout(tmp_path, sid, day, items)], db=db)
+    assert not summary.errors, summary.errors
+    return db

@@ -3,12 +3,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from _codex_rollouts import exec_header, write_rollout
+from _codex_rollouts import exec_header, ingest_rollout
 from golden.case_studies import DSV4, QWEN, SMOKE_CMD, SessionBuilder, case_study_db
 
 from analytics.analysis.readiness import generation_text, judge_check, subject_of
 from analytics.analysis.session import analyse_session, load_session_frames
-from analytics.ingest import ingest
 from analytics.store.migrations import migrate
 
 
@@ -512,9 +511,7 @@ def test_a_claim_about_a_service_started_after_the_checks_is_unverified(tmp_path
         (111, out(4, "Created symlink /etc/systemd/system/multi-user.target.wants/vllm-m.service.\n")),
         (112, say("Done: the vllm-m service is installed and the deployment is up.")),
     ]
-    path = write_rollout(tmp_path, "0199a000-0000-7000-8000-0000000000ee", "2026-02-01", items)
-    db = tmp_path / "t.duckdb"
-    assert not ingest([path], db=db).errors
+    db = ingest_rollout(tmp_path, "2026-02-01", items)
     with duckdb.connect(str(db), read_only=True) as con:
         verdicts = con.execute(
             "SELECT c.verdict FROM readiness_claims c ORDER BY c.msg_idx"

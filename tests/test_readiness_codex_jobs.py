@@ -16,12 +16,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from _codex_rollouts import exec_header, write_rollout
+from _codex_rollouts import exec_header, ingest_rollout
 from _job_sessions import JobSession
 
 from analytics.analysis.jobs import job_state
 from analytics.command_output import command_output
-from analytics.ingest import ingest
 
 DOWNLOAD = (
     "huggingface-cli download Qwen/Qwen2.5-72B-Instruct --local-dir /data/qwen2.5-72b-instruct"
@@ -286,9 +285,7 @@ def test_claims_about_polled_jobs_of_a_codex_rollout(tmp_path: Path) -> None:
         (131, _out("c6", running(CMAKE_FETCH, session=9))),
         (132, _says("The vLLM build is done.")),
     ]
-    path = write_rollout(tmp_path, "0199a000-0000-7000-8000-0000000000ee", "2026-03-02", items)
-    db = tmp_path / "t.duckdb"
-    assert not ingest([path], db=db).errors
+    db = ingest_rollout(tmp_path, "2026-03-02", items)
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute(
             "SELECT claim_text, subject, verdict, reason FROM readiness_claims ORDER BY msg_idx"
