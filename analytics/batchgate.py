@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 MAX_BOUND = 64
@@ -44,24 +44,37 @@ _CATEGORIES = {
 _ANY = r"(?s:.)"
 
 try:
-    _PARSER: Any = importlib.import_module("re._parser")  # CPython's own regex parser
+    RE_PARSER: Any = importlib.import_module("re._parser")  # CPython's own regex parser
 except ImportError:  # another Python: no superset, every text goes to the Python pattern
-    _PARSER = None
+    RE_PARSER = None
 
 
 class _Unsupported(Exception):
     """A construct this translation does not know: no superset for the pattern."""
 
 
+NOWHERE = r"[^\x00-\x{10FFFF}]"
+"""A RE2 pattern that matches nowhere (the superset of no pattern at all)."""
+
+
+def superset_of_any(patterns: Iterable[re.Pattern[str]]) -> str | None:
+    """One RE2 pattern matching wherever any of ``patterns`` may (the alternation of their
+    :func:`superset_source`); ``NOWHERE`` for none; None when one of them has no superset."""
+    sources = [superset_source(p) for p in patterns]
+    if any(s is None for s in sources):
+        return None
+    return "|".join(f"(?:{s})" for s in sources) if sources else NOWHERE
+
+
 def superset_source(pattern: re.Pattern[str]) -> str | None:
     """A RE2 pattern matching in every ASCII text ``pattern`` matches in (see the module's
     description); None when there is none to give (an unknown construct, ``LOCALE``, a
     bytes pattern, a Python without ``re._parser``)."""
-    if _PARSER is None or not isinstance(pattern.pattern, str) or pattern.flags & re.LOCALE:
+    if RE_PARSER is None or not isinstance(pattern.pattern, str) or pattern.flags & re.LOCALE:
         return None
     icase = bool(pattern.flags & re.IGNORECASE)
     try:
-        tree = list(_PARSER.parse(pattern.pattern, pattern.flags))
+        tree = list(RE_PARSER.parse(pattern.pattern, pattern.flags))
         body = _Writer(bool(pattern.flags & re.DOTALL)).sequence(tree, icase, [], True, True)
     except (_Unsupported, AttributeError, IndexError, TypeError, ValueError, RecursionError):
         return None
@@ -105,7 +118,7 @@ class _Writer:
                         pending = behind
                     elif not _ends_with(pending, behind) and not _ends_with(behind, pending):
                         if all(len(a) == 1 or a.startswith("\\x") for a in behind + pending):
-                            return _NEVER  # (the literal before it is not what it wants)
+                            return NOWHERE  # (the literal before it is not what it wants)
                 elif op == "ASSERT" and is_last:  # a look-ahead ending the pattern
                     out.append("".join(pending))
                     out.append(self.sequence(list(arg[1]), icase, [], False, True))
@@ -152,7 +165,7 @@ class _Writer:
             low, high, nodes = arg
             inner = "(?:" + self.sequence(list(nodes), icase, [], False, False) + ")"
             low = min(low, MAX_BOUND)
-            if high == _PARSER.MAXREPEAT or high > MAX_BOUND:
+            if high == RE_PARSER.MAXREPEAT or high > MAX_BOUND:
                 return inner + ("*" if low == 0 else "+" if low == 1 else f"{{{low},}}")
             return inner + f"{{{low},{high}}}"
         if op == "GROUPREF":
@@ -163,10 +176,6 @@ class _Writer:
             branches.append(self.sequence(list(no), icase, [], False, False) if no is not None else "")
             return "(?:" + "|".join(branches) + ")"
         raise _Unsupported(op)
-
-
-_NEVER = r"[^\x00-\x{10FFFF}]"
-"""A RE2 pattern that matches nowhere."""
 
 
 def _fixed(nodes: list[tuple[Any, Any]], icase: bool) -> list[str] | None:
@@ -222,7 +231,7 @@ def _class(items: list[tuple[Any, Any]], icase: bool) -> str:
         else:
             raise _Unsupported(op)
     if not parts:
-        return _ANY if negate else r"[^\x00-\x{10FFFF}]"
+        return _ANY if negate else NOWHERE
     return ("[^" if negate else "[") + "".join(parts) + "]"
 
 

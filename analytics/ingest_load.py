@@ -61,6 +61,9 @@ class FileLoader:
         self._put: Callable[..., int] = (
             staging.append if staging is not None else partial(_direct_append, con)
         )
+        self._put_table: Callable[[str, pa.Table], int] = (
+            staging.append_table if staging is not None else partial(_direct_append_table, con)
+        )
         self.redactor = redactor
         self.owner_of = owner_of
         self.claimed: set[str] = set()
@@ -195,23 +198,13 @@ class FileLoader:
         return messages, calls
 
     def flush(self) -> None:
-        from analytics.store.writer import append_table
-
         messages, calls = self._stored_tables()
         put, stream = self._put, self.stream
-        if stream is None:
-            for name, table in (("messages", messages), ("tool_calls", calls)):
-                if table is None:
-                    continue
-                if self.staging is not None:
-                    self.staging.append_table(name, table)
-                else:
-                    append_table(self.con, name, table)
-        else:  # (the stream reads the rows as they go in: a streamed file is never staged)
+        for name, table in (("messages", messages), ("tool_calls", calls)):
+            if table is not None:
+                self._put_table(name, table)
+        if stream is not None:  # (it reads the rows as they go in: a streamed file is never staged)
             assert self.staging is None
-            for name, table in (("messages", messages), ("tool_calls", calls)):
-                if table is not None:
-                    append_table(self.con, name, table)
             appended = Appended(self.messages, self.calls, messages, calls)
         put("raw_records", self.raws, extra={"path": self.path})
         put("quarantine", self.quarantined, extra={"path": self.path})
@@ -407,3 +400,9 @@ def _direct_append(con: duckdb.DuckDBPyConnection, table: str, rows: Any, **kw: 
     from analytics.store.writer import append
 
     return append(con, table, rows, **kw)
+
+
+def _direct_append_table(con: duckdb.DuckDBPyConnection, table: str, arrow: pa.Table) -> int:
+    from analytics.store.writer import append_table
+
+    return append_table(con, table, arrow)

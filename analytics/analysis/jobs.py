@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from analytics.analysis.literals import AnyLiteral, Gated, lowered
 from analytics.analysis.tagging.polling import RECHECK_EXIT_CODE
-from analytics.batchgate import may_match_many, superset_source
+from analytics.batchgate import may_match_many, superset_of_any
 from analytics.command_output import CommandOutput
 
 STATES = ("failed", "done", "running")
@@ -84,10 +84,7 @@ def config() -> _Config:
 def _markers_source() -> str | None:
     """A RE2 superset of every marker (``batchgate``); None when one has none."""
     cfg = config()
-    sources = [superset_source(g.regex) for _, g in (*cfg.markers, *cfg.rare_markers)]
-    if any(s is None for s in sources):
-        return None
-    return "|".join(f"(?:{s})" for s in sources)
+    return superset_of_any(g.regex for _, g in (*cfg.markers, *cfg.rare_markers))
 
 
 def unmarked(texts: list[str]) -> list[bool]:

@@ -4,11 +4,12 @@ every one of its matches contains."""
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from analytics.batchgate import RE_PARSER
 
 COMMON_CHARS = (
     " etaoinsrhldcum0123456789.:,/-_=pfgwybv()[]'\"kxjqz"
@@ -98,10 +99,6 @@ def _rare_first(words: set[str]) -> str:
 # pattern's parse tree; a text holding none of them cannot match, so the regex only runs on
 # texts that hold one. What a pattern matches does not change.
 
-try:
-    _PARSER: Any = importlib.import_module("re._parser")  # CPython's own regex parser
-except ImportError:  # another Python: no gates, every pattern runs as it is
-    _PARSER = None
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 # Non-ASCII characters that re.IGNORECASE equates with an ASCII letter which str.lower()
 # does not turn them into (dotted and dotless i, long s); see test_readiness.
@@ -126,10 +123,10 @@ def required_literals(pattern: re.Pattern[str]) -> frozenset[str] | None:
     """Lower-case strings one of which every match of ``pattern`` contains (compared
     lowered, so case flags do not matter); None when some alternative has none, or when
     this Python's parser is not the one read here (a private module: no gate then)."""
-    if _PARSER is None:
+    if RE_PARSER is None:  # (another Python: no gates, every pattern runs as it is)
         return None
     try:
-        return _sequence_literals(list(_PARSER.parse(pattern.pattern, pattern.flags)))
+        return _sequence_literals(list(RE_PARSER.parse(pattern.pattern, pattern.flags)))
     except (AttributeError, IndexError, TypeError, ValueError):
         return None
 

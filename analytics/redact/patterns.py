@@ -15,7 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from analytics.batchgate import may_match_column, superset_source
+from analytics.batchgate import may_match_column, superset_of_any
 
 DATA_FILE = "secret_patterns.json"
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -152,16 +152,10 @@ class Gate:
 def _batch_sources(gate: Gate) -> tuple[str | None, str | None]:
     """RE2 supersets (``batchgate.superset_source``) of the gates searched in the text as
     is and of those searched in it lowered, each as one alternation (None: no superset)."""
-    sides: list[str | None] = []
-    for pivoted in (gate.on_text, gate.on_low):
-        sources = [superset_source(rx) for _, rx in pivoted]
-        if not sources:
-            sides.append(r"[^\x00-\x{10FFFF}]")  # (no gate of that side: nothing hits)
-        elif any(s is None for s in sources):
-            sides.append(None)
-        else:
-            sides.append("|".join(f"(?:{s})" for s in sources))
-    return sides[0], sides[1]
+    return (
+        superset_of_any(rx for _, rx in gate.on_text),
+        superset_of_any(rx for _, rx in gate.on_low),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from analytics.analysis.tagging.shell import (
     program_words,
     stdin_program,
 )
-from analytics.batchgate import may_match_each, superset_source
+from analytics.batchgate import may_match_each, superset_of_any
 from analytics.command_output import CommandOutput, command_output
 from analytics.models import Message, ToolCall
 
@@ -36,8 +36,6 @@ COMMAND_CACHE_SIZE = 20_000
 RECENT_TEXTS = 4
 """Texts whose literal scan is remembered: a tool record's text is its call's output, read
 as a marker text, a marker output and a rules output."""
-_NOWHERE = r"[^\x00-\x{10FFFF}]"
-"""A RE2 pattern that matches nowhere: of a place without rules or markers."""
 SHARED_GATE_MARKERS = ("text", "output")
 """Marker places (``where``) whose texts the rules of ``SHARED_GATE_RULES`` read too."""
 SHARED_GATE_RULES = ("output", "text")
@@ -140,13 +138,10 @@ class ToolRules:
         """Per place: a RE2 superset of every rule and marker of that place (``batchgate``)."""
 
     def _place_source(self, place: str) -> str | None:
-        sources = [superset_source(r.regex) for r in self._by_on.get(place, [])]
-        sources += [superset_source(rx) for rx, _ in self._markers_at.get(place, [])]
-        if not sources:
-            return _NOWHERE
-        if any(s is None for s in sources):
-            return None
-        return "|".join(f"(?:{s})" for s in sources)
+        return superset_of_any([
+            *(r.regex for r in self._by_on.get(place, [])),
+            *(rx for rx, _ in self._markers_at.get(place, [])),
+        ])
 
     def _quiet(self, text: str) -> bool:
         """No marker or rule need (``_shared_gate``) occurs in the parts of ``text`` that
