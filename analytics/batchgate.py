@@ -22,10 +22,15 @@ How a pattern is widened (each step only lets more texts match):
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from pathlib import Path
 from typing import Any
+
+from analytics.regexcache import remembered
 
 MAX_BOUND = 64
 """The largest repeat count written as it is; longer ones become open-ended."""
@@ -69,9 +74,26 @@ def superset_of_any(patterns: Iterable[re.Pattern[str]]) -> str | None:
 def superset_source(pattern: re.Pattern[str]) -> str | None:
     """A RE2 pattern matching in every ASCII text ``pattern`` matches in (see the module's
     description); None when there is none to give (an unknown construct, ``LOCALE``, a
-    bytes pattern, a Python without ``re._parser``)."""
+    bytes pattern, a Python without ``re._parser``). Kept in ``regexcache``'s folder for a
+    large pattern (parsing one of a few hundred kilobytes costs about a second)."""
     if RE_PARSER is None or not isinstance(pattern.pattern, str) or pattern.flags & re.LOCALE:
         return None
+    return remembered(_kind(), pattern.pattern, pattern.flags, lambda: _superset(pattern))
+
+
+@cache
+def _kind() -> str:
+    """The name under which ``regexcache`` keeps supersets: this module's own text, so
+    that a changed translation never reads what an older one wrote."""
+    try:
+        own = Path(__file__).read_bytes()
+    except OSError:
+        own = b""
+    return "superset " + hashlib.sha256(own).hexdigest()[:16]
+
+
+def _superset(pattern: re.Pattern[str]) -> str | None:
+    """:func:`superset_source`, written anew."""
     icase = bool(pattern.flags & re.IGNORECASE)
     try:
         tree = list(RE_PARSER.parse(pattern.pattern, pattern.flags))
@@ -288,3 +310,35 @@ def may_match_column(source: str | None, column: Any, lowered: bool = False) -> 
         return [True] * len(column)
     plain = pc.string_is_ascii(column).to_pylist()  # (a NULL: None, and no match)
     return [hit is True or ascii is False for hit, ascii in zip(hits.to_pylist(), plain, strict=True)]
+
+
+TEXT_GATE_MEMORY = 256 << 20
+"""The most memory RE2 may give a ``text_gate``'s automaton (it takes what the texts
+need: about 16 MiB for the prose prefilter over the benchmark corpus). Arrow's RE2 has
+8 MiB, too little for a pattern of a few hundred kilobytes: RE2 then gives up its DFA
+and searches ten times slower."""
+
+
+def text_gate(pattern: re.Pattern[str]) -> Callable[[str], bool] | None:
+    """A test of one text at a time: False when the text is ASCII and the RE2
+    :func:`superset_source` of ``pattern`` finds no match in it (so ``pattern`` finds
+    none), True otherwise. For a pattern too large for Arrow's RE2 (see
+    ``TEXT_GATE_MEMORY``), searched text by text where a caller meets them one at a time.
+    None when there is no superset, no ``re2`` module, or RE2 cannot compile it."""
+    source = superset_source(pattern)
+    if source is None:
+        return None
+    try:
+        import re2
+
+        options = re2.Options()
+        options.max_mem = TEXT_GATE_MEMORY
+        options.log_errors = False
+        search = re2.compile(source, options).search
+    except Exception:  # (no google-re2; a pattern RE2 refuses, too large for the budget)
+        return None
+
+    def may_match(text: str) -> bool:
+        return not text.isascii() or search(text) is not None
+
+    return may_match

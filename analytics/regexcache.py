@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,26 @@ def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
         return re.compile(pattern, flags)
     _write(path, marshal.dumps(parts))
     return found
+
+
+def remembered(kind: str, pattern: str, flags: int, make: Callable[[], str | None]) -> str | None:
+    """``make()``, a text derived from ``pattern`` (with ``flags``) by the procedure named
+    ``kind`` (which names its own version too), from the cache when a process derived it
+    before. None is remembered as well. Patterns shorter than ``MIN_PATTERN_CHARS`` are
+    not cached; a cache that cannot be read or written only means ``make`` runs again."""
+    folder = cache_dir()
+    if len(pattern) < MIN_PATTERN_CHARS or folder is None or _sre is None:
+        return make()
+    path = folder / f"{_key(kind + chr(0) + pattern, flags)}.txt"
+    try:
+        kept = path.read_bytes().decode("utf-8", "surrogatepass")
+        if kept[:1] in ("=", "-"):
+            return kept[1:] if kept[0] == "=" else None
+    except (OSError, ValueError):  # no file yet, or one that does not decode: derive it
+        pass
+    made = make()
+    _write(path, ("-" if made is None else "=" + made).encode("utf-8", "surrogatepass"))
+    return made
 
 
 def cache_dir() -> Path | None:

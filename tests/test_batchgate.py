@@ -248,3 +248,89 @@ def test_job_markers_translate_and_log_lines_are_unmarked() -> None:
     done = "Downloading model-00001-of-00004.safetensors: 100%|██████████| 4.98G/4.98G"
     assert jobs.unmarked([log, "Building wheel for flash-attn (setup.py) ... done"]) == [True, False]
     assert jobs.unmarked([done]) == [False]  # (non-ASCII: left to the markers)
+
+
+# --- the prose prefilter's text gate ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def word_triggers() -> list[Any]:
+    from analytics.analysis.tagging.pipeline import Tagger
+    from analytics.analysis.tagging.triggers import WordTrigger
+
+    tagger = Tagger()
+    found = [
+        t for role in ("assistant", "user") for _, group in tagger._triggers(role) if group
+        for t in group if isinstance(t, WordTrigger)
+    ]
+    assert found and all(t.gate is not None for t in found)
+    return found
+
+
+def _trigger_pieces() -> list[str]:
+    """Words of the prose rules, and phrases that follow their token patterns (each token
+    written as its first word), with glue."""
+    import json
+
+    from analytics.analysis.tagging.components import PATTERNS_DIR
+    from analytics.analysis.tagging.triggers import variants
+
+    words: set[str] = set()
+    phrases: set[str] = set()
+    for line in (PATTERNS_DIR / "prose.jsonl").read_text("utf-8").splitlines():
+        row = json.loads(line) if line.strip() else {}
+        for seq in variants(row.get("pattern") or []) or []:
+            said = [{"*": "it", "\\d": "42"}.get(tok[0], tok[0]) for tok, _ in seq]
+            phrases.add(" ".join(said))
+            words.update(w for tok, _ in seq for w in tok if w not in ("*", "\\d"))
+    glue = [" ", " ", "  ", "\n", ", ", ". ", "'s", "n't", "7", "3.5", "!", "x"]
+    return sorted(phrases) + sorted(words) + glue
+
+
+@given(st.lists(st.sampled_from(_trigger_pieces()), max_size=10))
+@settings(max_examples=1500, deadline=None)
+def test_text_gate_never_rules_out_a_prose_match(word_triggers: list[Any], pieces: list[str]) -> None:
+    """A text in which a prose prefilter finds a match passes its gate."""
+    text = " " + "".join(pieces).lower()
+    for trigger in word_triggers:
+        if trigger.regex.search(text):
+            assert trigger.gate(text)
+
+
+def test_rule_phrases_mostly_match_and_pass(word_triggers: list[Any]) -> None:
+    """The phrases the generated texts are made of do reach the prefilters (the test
+    above is not idle), and pass the gates."""
+    phrases = [p for p in _trigger_pieces() if " " in p.strip()]
+    found = [p for p in phrases if any(t.regex.search(" " + p) for t in word_triggers)]
+    assert len(found) > len(phrases) // 2
+    assert all(any(t.gate(" " + p) for t in word_triggers) for p in found)
+
+
+def test_text_gate_on_the_samples_and_plain_prose(
+    word_triggers: list[Any], sample_texts: list[str]
+) -> None:
+    """Every sample text a prefilter matches in passes the gate; ordinary prose that holds
+    no trigger, and log lines, are ruled out; a non-ASCII text always passes."""
+    matched = 0
+    for trigger in word_triggers:
+        for text in sample_texts:
+            padded = " " + text.lower()
+            if trigger.regex.search(padded):
+                matched += 1
+                assert trigger.gate(padded), text[:200]
+    assert matched > 100
+    for trigger in word_triggers:
+        assert not trigger.gate(" the weather was pleasant, and we walked home.")
+        assert not trigger.gate(" [2026-05-14 19:58:03 tp0] decode batch, #running-req: 16")
+        assert trigger.gate(" l'été était agréable")
+
+
+def test_text_gate_without_re2_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from analytics.batchgate import text_gate
+
+    pattern = re.compile(r"\bready\b")
+    assert text_gate(pattern) is not None
+    monkeypatch.setitem(sys.modules, "re2", None)  # (import re2 raises ImportError)
+    assert text_gate(pattern) is None
+    assert text_gate(re.compile(br"(?L)x")) is None  # type: ignore[arg-type]

@@ -89,3 +89,37 @@ def test_prose_prefilters_from_the_cache_find_what_they_found(cache: Path) -> No
     assert list(cache.glob("*.marshal"))
     again = [[t.spans(x) for x in texts] for t in compile_triggers(seqs)]
     assert again == fresh and fresh[0] == [[(0, 18)], [(4, 15)], [(0, 14)], []]
+
+
+def test_a_derived_text_is_made_once_then_read_from_the_cache(cache: Path) -> None:
+    made: list[str] = []
+
+    def make() -> str:
+        made.append("x")
+        return "derived ü \ud800"  # (any text, a lone surrogate too)
+
+    assert regexcache.remembered("kind", PATTERN, 0, make) == "derived ü \ud800"
+    assert regexcache.remembered("kind", PATTERN, 0, make) == "derived ü \ud800"
+    assert made == ["x"]
+    assert regexcache.remembered("other kind", PATTERN, 0, make) == "derived ü \ud800"
+    assert made == ["x", "x"]  # the kind is part of the key
+
+
+def test_none_is_remembered_and_a_corrupt_file_made_again(cache: Path) -> None:
+    calls: list[int] = []
+
+    def nothing() -> None:
+        calls.append(1)
+
+    assert regexcache.remembered("kind", PATTERN, 0, nothing) is None
+    assert regexcache.remembered("kind", PATTERN, 0, nothing) is None
+    assert calls == [1]
+    (path,) = cache.glob("*.txt")
+    path.write_bytes(b"\xff\xfe not a kept text")
+    assert regexcache.remembered("kind", PATTERN, 0, lambda: "again") == "again"
+    assert regexcache.remembered("kind", PATTERN, 0, nothing) == "again"
+
+
+def test_small_patterns_are_not_remembered(cache: Path) -> None:
+    assert regexcache.remembered("kind", "small", 0, lambda: "made") == "made"
+    assert not cache.exists() or not list(cache.glob("*.txt"))

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from spacy.lang.en.lex_attrs import _num_words, _ordinal_words
 
+from analytics.batchgate import text_gate
 from analytics.gcpause import no_cyclic_gc
 from analytics.regexcache import compiled
 
@@ -392,15 +393,23 @@ class WordTrigger:
     matches at its start. Outside ASCII the class also takes letters (``é``): there a
     candidate after a word character is dropped, as ``\\b`` would. After a match the search
     goes on from its end, as ``finditer``'s does: the character before the next candidate
-    may be the match's last one."""
+    may be the match's last one.
+
+    Most texts hold no match, and finding that out is most of the cost: ``gate``, RE2 run
+    over the text (``batchgate.text_gate``), rules out such ASCII texts in a tenth of the
+    time, and the regex looks for the matches only in the others."""
 
     def __init__(self, body: str) -> None:
         self.body = body
         self.regex = compiled(r"[^0-9A-Za-z_](?:" + body + ")")
+        self.gate = text_gate(self.regex)
+        """False for a text ``regex`` matches nowhere in (None: no gate, search them all)."""
 
     def _matches(self, lower: str) -> Iterator[tuple[int, int]]:
         """The (start, end) of each match in ``lower``, in order."""
         padded, plain = " " + lower, lower.isascii()
+        if self.gate is not None and not self.gate(padded):
+            return
         search = self.regex.search
         pos = 0
         while (m := search(padded, pos)) is not None:
