@@ -339,6 +339,7 @@ def text_gate(pattern: re.Pattern[str]) -> Callable[[str], bool] | None:
         return None
 
     def may_match(text: str) -> bool:
-        return not text.isascii() or search(text) is not None
+        # (bytes: for a str, the module maps every match's offsets back to characters)
+        return not text.isascii() or search(text.encode("ascii")) is not None
 
     return may_match
