@@ -262,7 +262,7 @@ def word_triggers() -> list[Any]:
         t for role in ("assistant", "user") for _, group in tagger._triggers(role) if group
         for t in group if isinstance(t, WordTrigger)
     ]
-    assert found and all(t.gate is not None for t in found)
+    assert found and all(t.gate() is not None for t in found)
     return found
 
 
@@ -293,7 +293,7 @@ def test_text_gate_never_rules_out_a_prose_match(word_triggers: list[Any], piece
     text = " " + "".join(pieces).lower()
     for trigger in word_triggers:
         if trigger.regex.search(text):
-            assert trigger.gate(text)
+            assert trigger.gate()(text)
 
 
 def test_rule_phrases_mostly_match_and_pass(word_triggers: list[Any]) -> None:
@@ -302,7 +302,7 @@ def test_rule_phrases_mostly_match_and_pass(word_triggers: list[Any]) -> None:
     phrases = [p for p in _trigger_pieces() if " " in p.strip()]
     found = [p for p in phrases if any(t.regex.search(" " + p) for t in word_triggers)]
     assert len(found) > len(phrases) // 2
-    assert all(any(t.gate(" " + p) for t in word_triggers) for p in found)
+    assert all(any(t.gate()(" " + p) for t in word_triggers) for p in found)
 
 
 def test_text_gate_on_the_samples_and_plain_prose(
@@ -316,12 +316,13 @@ def test_text_gate_on_the_samples_and_plain_prose(
             padded = " " + text.lower()
             if trigger.regex.search(padded):
                 matched += 1
-                assert trigger.gate(padded), text[:200]
+                assert trigger.gate()(padded), text[:200]
     assert matched > 100
     for trigger in word_triggers:
-        assert not trigger.gate(" the weather was pleasant, and we walked home.")
-        assert not trigger.gate(" [2026-05-14 19:58:03 tp0] decode batch, #running-req: 16")
-        assert trigger.gate(" l'été était agréable")
+        gate = trigger.gate()
+        assert not gate(" the weather was pleasant, and we walked home.")
+        assert not gate(" [2026-05-14 19:58:03 tp0] decode batch, #running-req: 16")
+        assert gate(" l'été était agréable")
 
 
 def test_text_gate_without_re2_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -334,3 +335,17 @@ def test_text_gate_without_re2_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "re2", None)  # (import re2 raises ImportError)
     assert text_gate(pattern) is None
     assert text_gate(re.compile(br"(?L)x")) is None  # type: ignore[arg-type]
+
+
+def test_word_trigger_makes_its_gate_after_some_texts(word_triggers: list[Any]) -> None:
+    """A WordTrigger searches its first ``GATE_AFTER`` texts without the gate (a small
+    ingest does not pay for making it), then with it: the same matches either way."""
+    from analytics.analysis.tagging.triggers import _UNMADE, GATE_AFTER, WordTrigger
+
+    trigger = WordTrigger(word_triggers[0].body)
+    texts = ["it's up and ready now", "the weather was pleasant", "the root cause is the cache"] * 4
+    before = [trigger.spans(t) for t in texts]
+    assert trigger._gate is _UNMADE and trigger._before_gate == GATE_AFTER - len(texts)
+    trigger._before_gate = 0
+    after = [trigger.spans(t) for t in texts]
+    assert trigger._gate is not _UNMADE and after == before and any(before)

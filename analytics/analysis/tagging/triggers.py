@@ -23,7 +23,7 @@ character (see there).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any, Protocol
 
@@ -395,20 +395,32 @@ class WordTrigger:
     goes on from its end, as ``finditer``'s does: the character before the next candidate
     may be the match's last one.
 
-    Most texts hold no match, and finding that out is most of the cost: ``gate``, RE2 run
-    over the text (``batchgate.text_gate``), rules out such ASCII texts in a tenth of the
-    time, and the regex looks for the matches only in the others."""
+    Most texts hold no match, and finding that out is most of the cost: a gate, RE2 run
+    over the text (``batchgate.text_gate``), rules out such ASCII texts in a fraction of the
+    time, and the regex looks for the matches only in the others. The gate is made once
+    ``GATE_AFTER`` texts were searched: making it costs a second where its RE2 pattern is
+    not in ``regexcache``'s folder yet, more than an ingest of a few files would save."""
 
     def __init__(self, body: str) -> None:
         self.body = body
         self.regex = compiled(r"[^0-9A-Za-z_](?:" + body + ")")
-        self.gate = text_gate(self.regex)
-        """False for a text ``regex`` matches nowhere in (None: no gate, search them all)."""
+        self._gate: Callable[[str], bool] | None | object = _UNMADE
+        self._before_gate = GATE_AFTER
+        """Texts still to be searched without the gate."""
+
+    def gate(self) -> Callable[[str], bool] | None:
+        """False for a text (with a space in front) ``regex`` matches nowhere in; None: no
+        gate, every text is searched. Made on the first call."""
+        if self._gate is _UNMADE:
+            self._gate = text_gate(self.regex)
+        return self._gate  # type: ignore[return-value]
 
     def _matches(self, lower: str) -> Iterator[tuple[int, int]]:
         """The (start, end) of each match in ``lower``, in order."""
         padded, plain = " " + lower, lower.isascii()
-        if self.gate is not None and not self.gate(padded):
+        if self._before_gate:
+            self._before_gate -= 1
+        elif (gate := self.gate()) is not None and not gate(padded):
             return
         search = self.regex.search
         pos = 0
@@ -425,6 +437,11 @@ class WordTrigger:
 
     def spans(self, lower: str) -> list[tuple[int, int]]:
         return list(self._matches(lower))
+
+
+GATE_AFTER = 2000
+"""Texts a ``WordTrigger`` searches before it makes its gate."""
+_UNMADE = object()
 
 
 def _is_word_char(ch: str) -> bool:
