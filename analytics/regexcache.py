@@ -10,10 +10,11 @@ Python, so it is kept in a file and handed straight to the regex engine the next
 The cache is a speed-up only: a key names the pattern, the flags, the Python version and
 the engine's version, and anything that goes wrong (no cache folder, a file unreadable,
 corrupt or of another layout, a Python without the internals read here) compiles the
-pattern as ``re.compile`` does. The engine validates the code it is handed. Texts derived from
-such a pattern (its RE2 superset, see ``batchgate``) are kept the same way (``remembered``). The folder is
-``$TRANSCRIPTS_CACHE_DIR``, else ``$XDG_CACHE_HOME/transcript-analytics``, else
-``~/.cache/transcript-analytics``; ``TRANSCRIPTS_CACHE_DIR=off`` turns it off.
+pattern as ``re.compile`` does. The engine validates the code it is handed. Texts derived
+from such a pattern (its RE2 superset, see ``batchgate``) are kept the same way
+(``remembered``). The folder is ``$TRANSCRIPTS_CACHE_DIR``, else
+``$XDG_CACHE_HOME/transcript-analytics``, else ``~/.cache/transcript-analytics``;
+``TRANSCRIPTS_CACHE_DIR=off`` turns it off.
 """
 
 from __future__ import annotations
