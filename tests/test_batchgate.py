@@ -7,6 +7,7 @@ texts built from each pattern's own pieces, and on the redaction gates."""
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import pyarrow as pa
@@ -262,22 +263,19 @@ def word_triggers() -> list[Any]:
         t for role in ("assistant", "user") for _, group in tagger._triggers(role) if group
         for t in group if isinstance(t, WordTrigger)
     ]
-    assert found and all(t.gate() is not None for t in found)
+    assert found and all(t.gate is not None for t in found)
     return found
 
 
 def _trigger_pieces() -> list[str]:
     """Words of the prose rules, and phrases that follow their token patterns (each token
     written as its first word), with glue."""
-    import json
-
-    from analytics.analysis.tagging.components import PATTERNS_DIR
+    from analytics.analysis.tagging.components import PATTERNS_DIR, read_jsonl
     from analytics.analysis.tagging.triggers import variants
 
     words: set[str] = set()
     phrases: set[str] = set()
-    for line in (PATTERNS_DIR / "prose.jsonl").read_text("utf-8").splitlines():
-        row = json.loads(line) if line.strip() else {}
+    for row in read_jsonl(PATTERNS_DIR / "prose.jsonl"):
         for seq in variants(row.get("pattern") or []) or []:
             said = [{"*": "it", "\\d": "42"}.get(tok[0], tok[0]) for tok, _ in seq]
             phrases.add(" ".join(said))
@@ -293,7 +291,7 @@ def test_text_gate_never_rules_out_a_prose_match(word_triggers: list[Any], piece
     text = " " + "".join(pieces).lower()
     for trigger in word_triggers:
         if trigger.regex.search(text):
-            assert trigger.gate()(text)
+            assert trigger.gate(text)
 
 
 def test_rule_phrases_mostly_match_and_pass(word_triggers: list[Any]) -> None:
@@ -302,7 +300,7 @@ def test_rule_phrases_mostly_match_and_pass(word_triggers: list[Any]) -> None:
     phrases = [p for p in _trigger_pieces() if " " in p.strip()]
     found = [p for p in phrases if any(t.regex.search(" " + p) for t in word_triggers)]
     assert len(found) > len(phrases) // 2
-    assert all(any(t.gate()(" " + p) for t in word_triggers) for p in found)
+    assert all(any(t.gate(" " + p) for t in word_triggers) for p in found)
 
 
 def test_text_gate_on_the_samples_and_plain_prose(
@@ -316,18 +314,16 @@ def test_text_gate_on_the_samples_and_plain_prose(
             padded = " " + text.lower()
             if trigger.regex.search(padded):
                 matched += 1
-                assert trigger.gate()(padded), text[:200]
+                assert trigger.gate(padded), text[:200]
     assert matched > 100
     for trigger in word_triggers:
-        gate = trigger.gate()
+        gate = trigger.gate
         assert not gate(" the weather was pleasant, and we walked home.")
         assert not gate(" [2026-05-14 19:58:03 tp0] decode batch, #running-req: 16")
         assert gate(" l'été était agréable")
 
 
 def test_text_gate_without_re2_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
     from analytics.batchgate import text_gate
 
     pattern = re.compile(r"\bready\b")
@@ -340,12 +336,12 @@ def test_text_gate_without_re2_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> No
 def test_word_trigger_makes_its_gate_after_some_texts(word_triggers: list[Any]) -> None:
     """A WordTrigger searches its first ``GATE_AFTER`` texts without the gate (a small
     ingest does not pay for making it), then with it: the same matches either way."""
-    from analytics.analysis.tagging.triggers import _UNMADE, GATE_AFTER, WordTrigger
+    from analytics.analysis.tagging.triggers import GATE_AFTER, WordTrigger
 
     trigger = WordTrigger(word_triggers[0].body)
     texts = ["it's up and ready now", "the weather was pleasant", "the root cause is the cache"] * 4
     before = [trigger.spans(t) for t in texts]
-    assert trigger._gate is _UNMADE and trigger._before_gate == GATE_AFTER - len(texts)
+    assert "gate" not in vars(trigger) and trigger._before_gate == GATE_AFTER - len(texts)
     trigger._before_gate = 0
     after = [trigger.spans(t) for t in texts]
-    assert trigger._gate is not _UNMADE and after == before and any(before)
+    assert vars(trigger)["gate"] is not None and after == before and any(before)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, Protocol
 
 from spacy.lang.en.lex_attrs import _num_words, _ordinal_words
@@ -37,6 +37,8 @@ WINDOW_CHARS = 120
 """At most this many characters are kept on each side of a trigger hit."""
 MAX_VARIANTS = 64
 """Optional tokens are expanded into variants up to this many per pattern, then cut."""
+GATE_AFTER = 2000
+"""Texts a ``WordTrigger`` searches before it makes its gate (``batchgate.text_gate``)."""
 
 NUMBER = r"[+\-±~]?[.,]?\d[\d,./]*(?:st|nd|rd|th)?"
 """Where a LIKE_NUM token can start (number words are listed as words)."""
@@ -404,23 +406,21 @@ class WordTrigger:
     def __init__(self, body: str) -> None:
         self.body = body
         self.regex = compiled(r"[^0-9A-Za-z_](?:" + body + ")")
-        self._gate: Callable[[str], bool] | None | object = _UNMADE
         self._before_gate = GATE_AFTER
         """Texts still to be searched without the gate."""
 
+    @cached_property
     def gate(self) -> Callable[[str], bool] | None:
         """False for a text (with a space in front) ``regex`` matches nowhere in; None: no
-        gate, every text is searched. Made on the first call."""
-        if self._gate is _UNMADE:
-            self._gate = text_gate(self.regex)
-        return self._gate  # type: ignore[return-value]
+        gate, every text is searched. Made when first read."""
+        return text_gate(self.regex)
 
     def _matches(self, lower: str) -> Iterator[tuple[int, int]]:
         """The (start, end) of each match in ``lower``, in order."""
         padded, plain = " " + lower, lower.isascii()
         if self._before_gate:
             self._before_gate -= 1
-        elif (gate := self.gate()) is not None and not gate(padded):
+        elif (gate := self.gate) is not None and not gate(padded):
             return
         search = self.regex.search
         pos = 0
@@ -437,11 +437,6 @@ class WordTrigger:
 
     def spans(self, lower: str) -> list[tuple[int, int]]:
         return list(self._matches(lower))
-
-
-GATE_AFTER = 2000
-"""Texts a ``WordTrigger`` searches before it makes its gate."""
-_UNMADE = object()
 
 
 def _is_word_char(ch: str) -> bool:
