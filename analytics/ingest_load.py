@@ -334,7 +334,9 @@ class AnalysisStream:
         if self.run is None:
             sid = max(last_idx, key=lambda s: last_idx[s] - first_idx[s], default=None)
             self._keep(sid, appended)
-            if sid is None or last_idx[sid] - STREAM_LAG - first_idx[sid] + 1 < 2 * CHUNK:
+            # Streamed from its first whole chunk on: at the first flush of a long file, when
+            # the worker forked for it has just loaded spaCy (it would wait for a second one).
+            if sid is None or last_idx[sid] - STREAM_LAG - first_idx[sid] + 1 < CHUNK:
                 return  # short sessions are analysed after the parse
             self.session_id = sid
             self.run = MessageRun(self.analyser, self.con, sid, first_idx[sid], worker=self.worker)
