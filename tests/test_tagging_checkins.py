@@ -30,14 +30,18 @@ def is_checkin(tagger: Tagger, text: str) -> bool:
 
 @pytest.mark.parametrize("text,expected", table(
     ["部署好了吗", "还在跑吗", "服务起来了吗", "好了没", "进度呢", "服务器还活着吗", "还没好吗", "在吗",
-     "结果呢", "还在跑吗?", "进度呢？", "部署好了吗？", "训练进度呢", "跑得怎么样了", "完成没"],
+     "结果呢", "还在跑吗?", "进度呢？", "部署好了吗？", "训练进度呢", "跑得怎么样了", "完成没",
+     "好没好", "部署好没好？", "服务起没起来", "跑没跑完", "服务起来没", "好了没呀", "好没好啊"],
     ["部署好了吗？好了就跑benchmark", "还在跑吗？如果没有就重启", "重启一下", "好的", "你能把端口改成8000吗",
-     "能重启吗", "可以帮我重启服务器吗", "为什么吞吐这么低呢", "进度呢，另外把日志发给我"],
+     "能重启吗", "可以帮我重启服务器吗", "为什么吞吐这么低呢", "进度呢，另外把日志发给我", "好啊", "行啊",
+     "好的呀", "好没好？好了就跑benchmark"],
 ))
 def test_chinese_asks_without_question_mark(tagger: Tagger, text: str, expected: bool) -> None:
     """Short Chinese asks end in a particle rather than "?": a finished state (了吗, 了没), a
-    state that goes on (还在…吗, 还活着吗) or a status noun with 呢 (进度呢). A request ending
-    in 吗 (能重启吗 "can you restart it?"), a why-question and an ask with an instruction are none."""
+    state asked as "A or not A" (好没好, 起没起来), a state that goes on (还在…吗, 还活着吗)
+    or a status noun with 呢 (进度呢), maybe softened (好了没呀). A request ending in 吗
+    (能重启吗 "can you restart it?"), a why-question, an approval (好啊 "OK!") and an ask with
+    an instruction are none."""
     assert is_checkin(tagger, text) is expected
 
 

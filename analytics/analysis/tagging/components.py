@@ -96,17 +96,29 @@ def _is_japanese(ch: str) -> bool:
 def _cjk_status_ask(text: str) -> bool:
     """Chinese is not split into words, so a short ask such as 部署好了吗 ("deployed yet?") is
     one token: all Chinese, short, ending in an ask (``checkin_cjk_ask_ending``: a finished
-    state 了吗, 了没, a status noun with 呢 进度呢) or in a yes/no particle (吗:
+    state 了吗, 了没, a status noun with 呢 进度呢), in a state asked as "A or not A" (好没好
+    "done or not?", 起没起来, 跑没跑完: ``checkin_cjk_negator``) or in a yes/no particle (吗:
     ``checkin_cjk_particle``) after a state that goes on (还在跑吗 "still running?", 还活着吗:
-    ``checkin_cjk_ongoing``). A request ending in 吗 (能重启吗 "can you restart it?") is none."""
+    ``checkin_cjk_ongoing``); a softening particle may close it (好了没呀:
+    ``checkin_cjk_softener``). A request ending in 吗 (能重启吗 "can you restart it?") is
+    none, and neither is 好啊 ("OK!")."""
     if not text or len(text) > CJK_ASK_MAX_CHARS or not all(_is_cjk(ch) for ch in text):
         return False
     lex = _shipped_lexicon()
+    if len(text) > 2 and text[-1] in lex["checkin_cjk_softener"]:
+        text = text[:-1]
     if text.endswith(tuple(lex["checkin_cjk_ask_ending"])):
+        return True
+    if any(_a_not_a(text[: len(text) - cut], lex["checkin_cjk_negator"]) for cut in (0, 1)):
         return True
     return text.endswith(tuple(lex["checkin_cjk_particle"])) and any(
         w in text[:-1] for w in lex["checkin_cjk_ongoing"]
     )
+
+
+def _a_not_a(text: str, negators: frozenset[str]) -> bool:
+    """``text`` ends in a word, a negator and the word again (好没好, 起没起)."""
+    return len(text) >= 3 and text[-2] in negators and text[-3] == text[-1]
 
 
 @lru_cache(maxsize=4096)
