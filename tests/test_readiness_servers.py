@@ -12,13 +12,8 @@ import duckdb
 import pytest
 from golden.case_studies import SessionBuilder
 
-from analytics.analysis.readiness import (
-    _launched_server,
-    _Server,
-    claimed_port,
-    command_ports,
-    subject_of,
-)
+from analytics.analysis.readiness import claimed_port, command_ports, subject_of
+from analytics.analysis.readiness.servers import _launched_server, _Server
 from analytics.analysis.session import analyse_session, load_session_frames
 from analytics.store.migrations import migrate
 
