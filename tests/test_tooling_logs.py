@@ -112,6 +112,19 @@ def test_sglang_059_startup_milestones_in_order() -> None:
     assert got == expected  # once each: TP ranks and the three uvicorn lines deduplicated
 
 
+def test_a_model_list_answered_is_liveness() -> None:
+    """uvicorn's access line for ``GET /v1/models`` answered 200 (what SGLang's own
+    ``wait_for_server`` polls; it answers before warm-up ends) is ``models_ok``, which the
+    readiness audit counts as liveness: in a session with server events the line was read
+    as nothing, while without events the same line in a tool output counted as liveness."""
+    from analytics.analysis.readiness import config
+
+    line = 'INFO:     127.0.0.1:51234 - "GET /v1/models HTTP/1.1" 200 OK'
+    assert events(line) == events(line, "vllm") == ["models_ok"]
+    assert events(line.replace("200 OK", "503 Service Unavailable")) == []
+    assert "models_ok" in config().events["liveness"]
+
+
 def test_sglang_startup_numbers() -> None:
     got = numbers(fixture("sglang_0.5.9_startup.log"))
     assert got[("kv_cache_tokens", None)] == 812345
