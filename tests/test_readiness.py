@@ -250,13 +250,27 @@ def test_subjects() -> None:
     assert subject_of("The smoke test passes on port 8000.") == "server"
 
 
-def test_failure_events_are_ones_the_tooling_analyser_emits() -> None:
-    """A server event named in readiness.json but never emitted would never count."""
+def test_every_event_readiness_reads_is_one_the_tooling_analyser_emits() -> None:
+    """A server event named in readiness.json (of any kind) but never emitted would never
+    count: ``models_ok`` was one, and a ``/v1/models`` 200 in a server log was read as
+    nothing. Emitted: the log signatures' events (as named, per engine, and the CUDA graph
+    events they compose from a capture line) and the failure signatures'."""
     from analytics.analysis.readiness import config
     from analytics.analysis.tooling.failures import failure_signatures
+    from analytics.analysis.tooling.logs import _signatures, scan_log
 
     emitted = {s.event for s in failure_signatures()}
-    assert config().events["failure"] <= emitted, config().events["failure"] - emitted
+    for sig in _signatures()["events"]:
+        if not sig.get("compose"):
+            emitted.add(sig["event"])
+        emitted.update((sig.get("event_by_engine") or {}).values())
+    for role in ("", "target ", "draft "):
+        for variant in ("", "extend ", "decode ", "verify ", "piecewise "):
+            for phase in ("begin", "end"):
+                line = f"[2026-05-14 19:58:03 TP0] Capture {role}{variant}cuda graph {phase}."
+                emitted.update(e.event for e in scan_log(line).events)
+    named = set().union(*config().events.values())
+    assert named <= emitted, named - emitted
 
 
 # --------------------------------------------------------------------------- literal gates

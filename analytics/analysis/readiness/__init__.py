@@ -24,26 +24,22 @@ and §4; the strings live in ``data/readiness.json``.
 """
 
 from analytics.analysis.readiness.checks import generation_text, judge_check
-from analytics.analysis.readiness.config import LOOKAHEAD, LOOKBACK, Signal, config, subject_of
+from analytics.analysis.readiness.config import LOOKBACK, config, subject_of
 from analytics.analysis.readiness.servers import claimed_port, command_ports
 from analytics.analysis.readiness.verdicts import (
     claims_affected_from,
-    judge_claim,
     judge_claims,
     judge_settled_claims,
 )
 
 __all__ = [
-    "LOOKAHEAD",
     "LOOKBACK",
-    "Signal",
     "claimed_port",
     "claims_affected_from",
     "command_ports",
     "config",
     "generation_text",
     "judge_check",
-    "judge_claim",
     "judge_claims",
     "judge_settled_claims",
     "subject_of",

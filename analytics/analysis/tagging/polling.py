@@ -619,7 +619,7 @@ def _reads_log(script: ShellScript) -> bool:
     return False
 
 
-_STEADY_EVENTS = frozenset({"health_ok", "models_ok", "uvicorn_running", "process_alive"})
+_STEADY_EVENTS = frozenset({"health_ok", "models_ok", "uvicorn_running"})
 """Server events that do not change what the last milestone said (a health check answered);
 any other event that is neither ready nor a failure is a step of a start-up in progress."""
 
