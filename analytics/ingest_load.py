@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the writer (pyarrow) is imported when rows are written
     import pyarrow as pa
 
     from analytics.analysis.rows import StoredRecords
+    from analytics.analysis.run import Meanwhile
     from analytics.store.writer import Staging
 
 Owner = Callable[[str], str | None]
@@ -364,7 +365,7 @@ class AnalysisStream:
         self._flushed.update(c.session_id for c in appended.calls)
 
     def finish(
-        self, start: int, extra: list[int], meanwhile: Callable[[int], None] | None = None,
+        self, start: int, extra: list[int], meanwhile: Meanwhile | None = None,
         settled: Collection[int] = (),
     ) -> None:
         """After the parse: analyse the rest of the session, or all of it again if
@@ -372,7 +373,8 @@ class AnalysisStream:
         ``meanwhile``: work that reads no analysis still to be written, done while the
         worker tags the last chunks (if the stream is kept; left to the caller otherwise);
         it is given the ``msg_idx`` below which the analysis is final
-        (``MessageRun.settled``). ``settled``: those of ``extra`` whose calls a result only
+        (``MessageRun.settled``) and the texts of the claims tagged (``MessageRun.claim_texts``).
+        ``settled``: those of ``extra`` whose calls a result only
         settled (``ToolResult.settles``): analysed already, each is analysed again alone."""
         run = self.run
         assert run is not None

@@ -367,3 +367,49 @@ def test_a_process_seen_to_exit_long_after_its_call_redoes_only_that_message(
         "SELECT status, exit_code FROM tool_calls WHERE call_id = 'c_launch'").fetchall()
     con.close()
     assert launched == [("error", 1)]
+
+
+@pytest.mark.parametrize("worker_on", [pytest.param("1", marks=needs_worker), "0"])
+def test_a_streamed_session_s_claim_texts_are_kept_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
+    worker_on: str,
+) -> None:
+    """The verdicts read the texts of the claims a streamed run tagged from the chunks it
+    held (``MessageRun.claim_texts``), each as stored, and query none of them."""
+    from analytics.analysis.session import SessionFrames
+
+    monkeypatch.setenv(tag_worker.ENV_SWITCH, worker_on)
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", 7)
+    given: dict[str, dict[int, str | None]] = {}
+    real_prepare = run.SessionRun.prepare
+
+    def prepare(self: run.SessionRun, settled_below: Any = None, claim_texts: Any = None) -> None:
+        if claim_texts is not None:
+            given[self.session_id] = claim_texts  # (filled on until the run closes)
+        real_prepare(self, settled_below, claim_texts)
+
+    queried: set[tuple[str, int]] = set()
+    real_select = SessionFrames.select_lists
+
+    def select_lists(
+        self: SessionFrames, table: str, columns: Any, where: Any = None, **kw: Any
+    ) -> Any:
+        if table == "messages" and "text" in columns and where and "msg_idx" in where:
+            queried.update((self.session_id, int(i)) for i in where["msg_idx"])
+        return real_select(self, table, columns, where, **kw)
+
+    monkeypatch.setattr(run.SessionRun, "prepare", prepare)
+    monkeypatch.setattr(SessionFrames, "select_lists", select_lists)
+    db = tmp_path / "streamed.duckdb"
+    assert not ingest([SAMPLES], db=db, build_index=False).errors
+    with duckdb.connect(str(db), read_only=True) as con:
+        stored = {
+            (s, i): t for s, i, t in con.execute(
+                "SELECT DISTINCT m.session_id, m.msg_idx, m.text FROM tags t JOIN messages m "
+                "USING (session_id, msg_idx) WHERE t.tag = 'readiness_claim'"
+            ).fetchall()
+        }
+    kept = {(s, i): t for s, texts in given.items() for i, t in texts.items()}
+    assert len(given) >= 3 and sum(1 for s, _ in stored if s in given) >= 8
+    assert kept == {k: t for k, t in stored.items() if k[0] in given}
+    assert not {k for k in stored if k[0] in given} & queried

@@ -61,6 +61,13 @@ TAG_MARGIN = 50
 """Messages before a chunk (or before the first new message of an append) that are
 tagged again as the chunk's context."""
 
+CLAIM_TAG = "readiness_claim"
+"""The tag whose messages' texts a run keeps (``MessageRun.claim_texts``)."""
+
+Meanwhile = Callable[[int, dict[int, str | None]], None]
+"""What :meth:`MessageRun.close` runs while the worker tags the last chunks: given
+``MessageRun.settled`` and ``MessageRun.claim_texts``."""
+
 MESSAGE_TABLES = ("tags", "polling_loops", "launches", "server_events", "measurements")
 
 
@@ -117,16 +124,37 @@ class _Chunk:
     """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them (``to_arrow``)."""
     outputs: MessageOutputs = field(default_factory=MessageOutputs)
 
-    def tag_here(self, tagger: Tagger) -> list[MessageContext]:
+    def tag_here(self, tagger: Tagger, claim_texts: dict[int, str | None]) -> list[MessageContext]:
         """Tag the chunk in this process (no worker, or it failed); returns its contexts."""
         assert self.tables is not None and self.before is not None
         with timed("load contexts"):
             contexts = contexts_from_tables(self.tables)
             before = contexts_from_tables(self.before)
         with timed("tagging"):
-            self.tags = to_arrow("tags", tag_in_context(tagger, contexts, before))
-        self.tables = self.before = None
+            self.tagged(to_arrow("tags", tag_in_context(tagger, contexts, before)), claim_texts)
         return contexts
+
+    def tagged(self, tags: pa.Table, claim_texts: dict[int, str | None]) -> None:
+        """The chunk's tags are in: keep them, and the texts of the messages they say claim
+        readiness (into ``claim_texts``), and let go of the chunk's rows."""
+        assert self.tables is not None and self.before is not None
+        self.tags = tags
+        claim_texts.update(texts_tagged(tags, CLAIM_TAG, self.before[0], self.tables[0]))
+        self.tables = self.before = None
+
+
+def texts_tagged(tags: pa.Table, tag: str, *messages: pa.Table) -> dict[int, str | None]:
+    """msg_idx -> text of the messages of the tables ``messages`` (``load_tables``' first
+    table) that a table of tags (``to_arrow("tags", …)``) tags ``tag``, at C speed."""
+    found = tags.filter(pc.equal(tags.column("tag"), tag)).column("msg_idx")
+    if not len(found):
+        return {}
+    out: dict[int, str | None] = {}
+    for table in messages:
+        rows = table.filter(pc.is_in(table.column("msg_idx"), value_set=found.combine_chunks()))
+        out.update(zip(rows.column("msg_idx").to_pylist(), rows.column("text").to_pylist(),
+                       strict=True))
+    return out
 
 
 def tag_in_context(
@@ -377,16 +405,23 @@ class SessionRun:
         """Verdicts given by :meth:`prepare`: of the claims below ``_judge_from``."""
         self._judge_from = self.claims_from
 
-    def prepare(self, settled_below: int | None = None) -> None:
+    def prepare(
+        self, settled_below: int | None = None, claim_texts: dict[int, str | None] | None = None
+    ) -> None:
         """Session statistics and stated goals (once: :meth:`finish` calls it too).
         ``settled_below``: this process has nothing else to do (an ingest waiting for its
         tagging worker) and the message-level analysis of the messages below this
         ``msg_idx`` is written and final (``MessageRun.settled``); so the native ids of
         the messages verdicts can name are read as well, whether or not the session has
-        claims, and the claims whose verdicts read only those messages are judged."""
+        claims, and the claims whose verdicts read only those messages are judged.
+        ``claim_texts``: texts of messages the caller holds (``MessageRun.claim_texts``,
+        kept by reference: the run adds the last chunks' before :meth:`finish`), which the
+        verdicts then do not read from the database."""
         from analytics.analysis.campaigns import stated_goals
         from analytics.analysis.readiness import LOOKBACK, judge_settled_claims
 
+        if claim_texts is not None:
+            self.frames.known_texts = claim_texts
         if self._stated is None:
             refresh_session_stats(self.con, self.session_id)
             with timed("session analysis"):
@@ -489,6 +524,11 @@ class MessageRun:
         self._unwritten_rows = 0
         self.rechecks = False
         """A message analysed re-checks a background job (``MessageOutputs.rechecks``)."""
+        self.claim_texts: dict[int, str | None] = {}
+        """msg_idx -> text of the messages of the chunks this run tagged that claim readiness
+        (``CLAIM_TAG``), taken from the chunks' rows: the verdicts read them
+        (``SessionFrames.known_texts``), and their query would read the text of most of a
+        long session again."""
         analyser._restore_tooling(con, session_id)
         extra = sorted({i for i in extra_idx if i < start_idx})
         self.first = min([start_idx, *extra])
@@ -575,7 +615,7 @@ class MessageRun:
                 ):
                     worker.submit(pack(*for_tagging(self.before), *for_tagging(tables)))
                 else:  # no worker, or it has enough to do: tag this chunk here
-                    contexts = chunk.tag_here(analyser.tagger)
+                    contexts = chunk.tag_here(analyser.tagger, self.claim_texts)
                 if contexts is None:  # the polling and tooling analysers read only these
                     if indices:  # the session's extractor, whose state is saved, all the same
                         analyser._extractor(self.session_id)  # (a session without calls too)
@@ -613,7 +653,7 @@ class MessageRun:
         return not worker.gone and self.worker is worker
 
     def finish(
-        self, meanwhile: Callable[[int], None] | None = None, records: StoredRecords | None = None
+        self, meanwhile: Meanwhile | None = None, records: StoredRecords | None = None
     ) -> int:
         """Analyse the rest of the session's stored messages (read from ``records`` if
         given, see :meth:`feed`), then :meth:`close`."""
@@ -627,11 +667,12 @@ class MessageRun:
             raise
         return self.close(meanwhile)
 
-    def close(self, meanwhile: Callable[[int], None] | None = None) -> int:
+    def close(self, meanwhile: Meanwhile | None = None) -> int:
         """Wait for the worker's last tags, write everything, save the tooling state;
         returns the number of messages analysed. ``meanwhile``: work that reads none of
         the outputs this run has yet to write, done before waiting for the worker (it is
-        done either way); it is given ``settled``."""
+        done either way); it is given ``settled`` and ``claim_texts``, which the tags of the
+        last chunks still add to as they come in (before this returns)."""
         if self.worker is not None:
             self.worker.last_submitted()
         try:
@@ -639,7 +680,7 @@ class MessageRun:
                 self._write_done(block=False)
                 self._write_unwritten()  # while the worker tags the last chunks
                 if meanwhile is not None:
-                    meanwhile(self.settled)
+                    meanwhile(self.settled, self.claim_texts)
                 self._write_done(block=True)
         finally:
             self.stop_worker()
@@ -713,12 +754,12 @@ class MessageRun:
                     worker = None
                     for chunk in pending:  # the worker's chunks, tagged here instead
                         if chunk.tags is None:
-                            chunk.tag_here(self.analyser.tagger)
+                            chunk.tag_here(self.analyser.tagger, self.claim_texts)
                     continue
                 if columns is None:
                     break
                 # (answers come in order)
-                head.tags, head.tables, head.before = from_columns("tags", columns), None, None
+                head.tagged(from_columns("tags", columns), self.claim_texts)
                 continue
             pending.popleft()
             self._popped_tail = head.tail

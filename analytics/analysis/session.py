@@ -131,6 +131,9 @@ class SessionFrames:
         self._ids_from: int | None = None  # the ids of messages from here on are read
         self._positions: dict[int, int] | None = None
         self._refs: dict[int, str] = {}
+        self.known_texts: dict[int, str | None] = {}
+        """Texts of messages of the session the caller holds already (an ingest: those of
+        the claims it tagged), as stored: :meth:`message_texts` reads only the others."""
 
     # -- reading -------------------------------------------------------------
 
@@ -225,6 +228,17 @@ class SessionFrames:
         sql, params = self._select_sql(table, columns, where or {}, {}, min_idx, below_idx)
         found = self._con.execute(sql, params).fetchnumpy()
         return [found[c].tolist() for c in columns]
+
+    def message_texts(self, idx: Sequence[int]) -> dict[int, str | None]:
+        """msg_idx -> text of the messages ``idx`` there are (NULL: None; a table already
+        read may give NaN, see :meth:`select_lists`): from ``known_texts``, the rest read."""
+        known = self.known_texts
+        missing = [i for i in idx if i not in known]
+        out = {i: known[i] for i in idx if i in known}
+        if missing:
+            found = self.select_lists("messages", ["msg_idx", "text"], {"msg_idx": missing})
+            out.update((int(i), t) for i, t in zip(*found, strict=True))
+        return out
 
     def _select_sql(
         self,

@@ -293,8 +293,7 @@ def _judge(
             return [], from_idx
         upto = min(settled_below, ev.first_call_resulting_from(settled_below)) - LOOKAHEAD
         judged = judged[: bisect_left(judged, upto)]
-    texts = frames.select_lists("messages", ["msg_idx", "text"], {"msg_idx": judged})
-    message_texts = {int(i): text_of(t) for i, t in zip(*texts, strict=True)}
+    message_texts = {i: text_of(t) for i, t in frames.message_texts(judged).items()}
     claim_texts, subjects = {}, {}
     for msg_idx in judged:
         evidence = first_tag[msg_idx][0]
