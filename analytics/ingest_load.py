@@ -373,7 +373,7 @@ class AnalysisStream:
         ``meanwhile``: work that reads no analysis still to be written, done while the
         worker tags the last chunks (if the stream is kept; left to the caller otherwise);
         it is given the ``msg_idx`` below which the analysis is final
-        (``MessageRun.settled``) and the texts of the claims tagged (``MessageRun.claim_texts``).
+        (``MessageRun.settled``) and what the run read of the messages (``MessageRun.seen``).
         ``settled``: those of ``extra`` whose calls a result only
         settled (``ToolResult.settles``): analysed already, each is analysed again alone."""
         run = self.run

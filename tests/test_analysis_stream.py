@@ -370,23 +370,42 @@ def test_a_process_seen_to_exit_long_after_its_call_redoes_only_that_message(
 
 
 @pytest.mark.parametrize("worker_on", [pytest.param("1", marks=needs_worker), "0"])
-def test_a_streamed_session_s_claim_texts_are_kept_not_read_again(
+def test_a_streamed_session_s_claim_texts_and_goals_are_kept_not_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
     worker_on: str,
 ) -> None:
     """The verdicts read the texts of the claims a streamed run tagged from the chunks it
-    held (``MessageRun.claim_texts``), each as stored, and query none of them."""
-    from analytics.analysis.session import SessionFrames
+    held (``KnownRows.claim_texts``), each as stored, and query none of them; the goals
+    stated in a session streamed from its first message are those found in the chunks
+    (``KnownRows.goals``), the same as the database gives, and are not queried."""
+    from analytics.analysis import campaigns
+    from analytics.analysis.session import SessionFrames, load_session_frames
 
     monkeypatch.setenv(tag_worker.ENV_SWITCH, worker_on)
     monkeypatch.setattr(ingest_load, "STREAM_LAG", 7)
     given: dict[str, dict[int, str | None]] = {}
+    goals: dict[str, list[Any]] = {}
     real_prepare = run.SessionRun.prepare
 
-    def prepare(self: run.SessionRun, settled_below: Any = None, claim_texts: Any = None) -> None:
-        if claim_texts is not None:
-            given[self.session_id] = claim_texts  # (filled on until the run closes)
-        real_prepare(self, settled_below, claim_texts)
+    queried_goals: list[str] = []
+    queried_in_prepare: list[str] = []
+
+    def prepare(self: run.SessionRun, settled_below: Any = None, known: Any = None) -> None:
+        if known is not None:
+            given[self.session_id] = known.claim_texts  # (filled on until the run closes)
+            if known.goals is not None:
+                goals[self.session_id] = known.goals
+        before = len(queried_goals)
+        real_prepare(self, settled_below, known)
+        if known is not None and known.goals is not None:
+            queried_in_prepare.extend(queried_goals[before:])
+    real_stated = campaigns.stated_goals
+
+    def stated_goals(frames: Any) -> Any:
+        queried_goals.append(frames.session_id)
+        return real_stated(frames)
+
+    monkeypatch.setattr(campaigns, "stated_goals", stated_goals)
 
     queried: set[tuple[str, int]] = set()
     real_select = SessionFrames.select_lists
@@ -413,3 +432,9 @@ def test_a_streamed_session_s_claim_texts_are_kept_not_read_again(
     assert len(given) >= 3 and sum(1 for s, _ in stored if s in given) >= 8
     assert kept == {k: t for k, t in stored.items() if k[0] in given}
     assert not {k for k in stored if k[0] in given} & queried
+    assert goals and not queried_in_prepare
+    assert set(goals) & set(queried_goals)  # (a parent session analysed again for its subagent)
+    with duckdb.connect(str(db), read_only=True) as con:
+        from_db = {sid: real_stated(load_session_frames(con, sid)) for sid in goals}
+    assert any(from_db.values())  # (some streamed session states a goal)
+    assert {sid: sorted(g, key=lambda x: x.msg_idx) for sid, g in goals.items()} == from_db

@@ -162,3 +162,48 @@ def test_campaigns_ignore_stated_and_profile_rows() -> None:
     after = analyse_session(load_session_frames(con, DSV4))
     assert after.campaigns == before.campaigns
     assert after.levers == before.levers
+
+
+NUMBER_TEXTS = [
+    "ok?", "now run the benchmark at concurrency 16", "double the throughput", "Double it",
+    "twice as fast", "quadruple", "triple-check", "é5", "é", "x٣ faster", "", "x² and ① and ½",
+    "we need 2000 tok/s", "no numbers here at all",
+]
+
+
+def test_the_number_gate_for_arrow_selects_what_the_python_regex_does() -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from analytics.analysis.campaigns import may_state_goal, number_filter, number_filter_re2
+
+    regex = number_filter()[1]
+    expected = [regex.search(t) is not None for t in NUMBER_TEXTS]
+    assert any(expected) and not all(expected)
+    found = pc.match_substring_regex(pa.array(NUMBER_TEXTS), number_filter_re2()).to_pylist()
+    assert found == expected
+    assert [may_state_goal(t) for t in NUMBER_TEXTS] == expected
+
+
+def test_prose_rows_are_the_user_and_assistant_messages_holding_a_number() -> None:
+    from analytics.analysis.stated import prose_rows
+    from analytics.models import Message
+    from analytics.store.writer import to_arrow
+
+    roles = ["user", "assistant", "tool", "system"]
+    messages = [
+        Message(session_id="s", msg_idx=i, source_id=str(i), role=roles[i % 4], text=t)
+        for i, t in enumerate(NUMBER_TEXTS)
+    ]
+    rows = prose_rows(to_arrow("messages", messages))
+    assert [r[1] for r in rows] == [
+        m.msg_idx for m in messages
+        if m.role in ("user", "assistant") and number_filter_texts(m.text)
+    ]
+    assert rows and all(r[0] == "s" and r[3] == NUMBER_TEXTS[r[1]] for r in rows)
+
+
+def number_filter_texts(text: str) -> bool:
+    from analytics.analysis.campaigns import number_filter
+
+    return number_filter()[1].search(text) is not None

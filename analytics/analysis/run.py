@@ -14,6 +14,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,11 +63,28 @@ TAG_MARGIN = 50
 tagged again as the chunk's context."""
 
 CLAIM_TAG = "readiness_claim"
-"""The tag whose messages' texts a run keeps (``MessageRun.claim_texts``)."""
+"""The tag whose messages' texts a run keeps (``KnownRows.claim_texts``)."""
 
-Meanwhile = Callable[[int, dict[int, str | None]], None]
+
+
+@dataclass
+class KnownRows:
+    """What a :class:`MessageRun` read of its session's messages on its way that the
+    session analysis would otherwise read again from the database (the text column of a
+    long session: much of its bytes)."""
+
+    claim_texts: dict[int, str | None] = field(default_factory=dict)
+    """msg_idx -> text of the messages of the chunks the run tagged that claim readiness
+    (``CLAIM_TAG``), from the chunks' rows: the verdicts read them
+    (``SessionFrames.known_texts``)."""
+    goals: list[Goal] | None = None
+    """The goals stated in the session (``campaigns.goals_in``), in message order, when
+    the run read all its messages (it analysed the session from the first on); else None."""
+
+
+Meanwhile = Callable[[int, KnownRows], None]
 """What :meth:`MessageRun.close` runs while the worker tags the last chunks: given
-``MessageRun.settled`` and ``MessageRun.claim_texts``."""
+``MessageRun.settled`` and ``MessageRun.seen``."""
 
 MESSAGE_TABLES = ("tags", "polling_loops", "launches", "server_events", "measurements")
 
@@ -406,7 +424,7 @@ class SessionRun:
         self._judge_from = self.claims_from
 
     def prepare(
-        self, settled_below: int | None = None, claim_texts: dict[int, str | None] | None = None
+        self, settled_below: int | None = None, known: KnownRows | None = None
     ) -> None:
         """Session statistics and stated goals (once: :meth:`finish` calls it too).
         ``settled_below``: this process has nothing else to do (an ingest waiting for its
@@ -414,18 +432,22 @@ class SessionRun:
         ``msg_idx`` is written and final (``MessageRun.settled``); so the native ids of
         the messages verdicts can name are read as well, whether or not the session has
         claims, and the claims whose verdicts read only those messages are judged.
-        ``claim_texts``: texts of messages the caller holds (``MessageRun.claim_texts``,
-        kept by reference: the run adds the last chunks' before :meth:`finish`), which the
-        verdicts then do not read from the database."""
+        ``known``: what the caller read of the session's messages already
+        (``MessageRun.seen``), which is then not read again: the stated goals, and the
+        texts of the claims (kept by reference: the run adds the last chunks' before
+        :meth:`finish`)."""
         from analytics.analysis.campaigns import stated_goals
         from analytics.analysis.readiness import LOOKBACK, judge_settled_claims
 
-        if claim_texts is not None:
-            self.frames.known_texts = claim_texts
         if self._stated is None:
             refresh_session_stats(self.con, self.session_id)
+            if known is not None:
+                self.frames.known_texts = known.claim_texts
             with timed("session analysis"):
-                self._stated = stated_goals(self.frames)
+                if known is not None and known.goals is not None:
+                    self._stated = sorted(known.goals, key=attrgetter("msg_idx"))
+                else:
+                    self._stated = stated_goals(self.frames)
                 if settled_below is not None:
                     self.frames.source_id(max(0, self.claims_from - LOOKBACK))
                     self._judged, self._judge_from = judge_settled_claims(
@@ -524,11 +546,8 @@ class MessageRun:
         self._unwritten_rows = 0
         self.rechecks = False
         """A message analysed re-checks a background job (``MessageOutputs.rechecks``)."""
-        self.claim_texts: dict[int, str | None] = {}
-        """msg_idx -> text of the messages of the chunks this run tagged that claim readiness
-        (``CLAIM_TAG``), taken from the chunks' rows: the verdicts read them
-        (``SessionFrames.known_texts``), and their query would read the text of most of a
-        long session again."""
+        self.seen = KnownRows(goals=[] if start_idx == 0 else None)
+        """What the session analysis reads of the messages, read on the way."""
         analyser._restore_tooling(con, session_id)
         extra = sorted({i for i in extra_idx if i < start_idx})
         self.first = min([start_idx, *extra])
@@ -573,7 +592,8 @@ class MessageRun:
         """Analyse the messages up to ``msg_idx`` ``upto``: whole chunks only unless
         ``final`` (then the last, shorter one too). ``records``: the session's rows as they
         were stored, read instead of the database."""
-        from analytics.analysis.stated import stated_in_messages
+        from analytics.analysis.campaigns import goals_in
+        from analytics.analysis.stated import prose_rows, stated_in_rows
         from analytics.analysis.tagging import worker as tag_worker
 
         lo, analyser = self.next_lo, self.analyser
@@ -615,7 +635,7 @@ class MessageRun:
                 ):
                     worker.submit(pack(*for_tagging(self.before), *for_tagging(tables)))
                 else:  # no worker, or it has enough to do: tag this chunk here
-                    contexts = chunk.tag_here(analyser.tagger, self.claim_texts)
+                    contexts = chunk.tag_here(analyser.tagger, self.seen.claim_texts)
                 if contexts is None:  # the polling and tooling analysers read only these
                     if indices:  # the session's extractor, whose state is saved, all the same
                         analyser._extractor(self.session_id)  # (a session without calls too)
@@ -627,7 +647,10 @@ class MessageRun:
                 chunk.outputs = analyser._analyse_calls(contexts)
                 self.rechecks |= chunk.outputs.rechecks
                 with timed("stated numbers"):  # (contexts may hold only messages with calls)
-                    chunk.outputs.measurements.extend(stated_in_messages(tables[0]))
+                    prose = prose_rows(tables[0])
+                    chunk.outputs.measurements.extend(stated_in_rows(prose))
+                    if self.seen.goals is not None:  # (a goal is stated in one message)
+                        self.seen.goals.extend(goals_in((i, role, t) for _, i, role, t in prose))
                 self.pending.append(chunk)
                 self._write_done(block=False)
             # the next chunk's context: the last TAG_MARGIN messages, not the whole chunk
@@ -671,8 +694,8 @@ class MessageRun:
         """Wait for the worker's last tags, write everything, save the tooling state;
         returns the number of messages analysed. ``meanwhile``: work that reads none of
         the outputs this run has yet to write, done before waiting for the worker (it is
-        done either way); it is given ``settled`` and ``claim_texts``, which the tags of the
-        last chunks still add to as they come in (before this returns)."""
+        done either way); it is given ``settled`` and ``known``, whose claim texts the tags
+        of the last chunks still add to as they come in (before this returns)."""
         if self.worker is not None:
             self.worker.last_submitted()
         try:
@@ -680,7 +703,7 @@ class MessageRun:
                 self._write_done(block=False)
                 self._write_unwritten()  # while the worker tags the last chunks
                 if meanwhile is not None:
-                    meanwhile(self.settled, self.claim_texts)
+                    meanwhile(self.settled, self.seen)
                 self._write_done(block=True)
         finally:
             self.stop_worker()
@@ -754,12 +777,12 @@ class MessageRun:
                     worker = None
                     for chunk in pending:  # the worker's chunks, tagged here instead
                         if chunk.tags is None:
-                            chunk.tag_here(self.analyser.tagger, self.claim_texts)
+                            chunk.tag_here(self.analyser.tagger, self.seen.claim_texts)
                     continue
                 if columns is None:
                     break
                 # (answers come in order)
-                head.tagged(from_columns("tags", columns), self.claim_texts)
+                head.tagged(from_columns("tags", columns), self.seen.claim_texts)
                 continue
             pending.popleft()
             self._popped_tail = head.tail

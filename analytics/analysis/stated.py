@@ -22,7 +22,7 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analytics.analysis.campaigns import sentences, target_cue
+from analytics.analysis.campaigns import number_filter_re2, sentences, target_cue
 from analytics.analysis.literals import AnyLiteral
 from analytics.analysis.tooling.extractor import measurement
 from analytics.models import PROFILE_SOURCE, STATED_SOURCE, Measurement, Message
@@ -157,16 +157,30 @@ def stated_measurements(msg: Message) -> list[Measurement]:
     return _measurements(msg.session_id, msg.msg_idx, msg.role, msg.text)
 
 
-def stated_in_messages(messages: pa.Table) -> list[Measurement]:
-    """:func:`stated_measurements` of a table of stored messages (``load_tables``): only
-    the user and assistant rows are read into Python, the tool outputs stay in Arrow."""
+ProseRow = tuple[str, int, str, str | None]
+"""(session_id, msg_idx, role, text) of a user or assistant message."""
+
+
+def prose_rows(messages: pa.Table) -> list[ProseRow]:
+    """The user and assistant messages of a table of stored messages (``load_tables``)
+    that hold a number (a decimal digit, or a factor word: ``campaigns.number_filter``),
+    which any stated number or goal needs: only those rows are read into Python, found by
+    RE2 over the column; the tool outputs and the prose without numbers stay in Arrow."""
     if not messages.num_rows:
         return []
-    prose = messages.filter(pc.is_in(messages["role"], _PROSE_ROLES))
-    out: list[Measurement] = []
-    for session_id, msg_idx, role, text in zip(
+    prose = messages.filter(pc.and_(
+        pc.is_in(messages["role"], _PROSE_ROLES),
+        pc.match_substring_regex(messages["text"], number_filter_re2()),
+    ))
+    return list(zip(
         *(prose[c].to_pylist() for c in ("session_id", "msg_idx", "role", "text")), strict=True
-    ):
+    ))
+
+
+def stated_in_rows(rows: list[ProseRow]) -> list[Measurement]:
+    """:func:`stated_measurements` of the messages ``rows``."""
+    out: list[Measurement] = []
+    for session_id, msg_idx, role, text in rows:
         if text and may_state(text):
             out.extend(_measurements(session_id, msg_idx, role, text))
     return out
