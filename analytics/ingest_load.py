@@ -112,10 +112,13 @@ class FileLoader:
                 self._to_redact.append((item, "text", item.session_id, item.msg_idx, "text"))
             self.first_idx.setdefault(item.session_id, item.msg_idx)
             self.last_idx[item.session_id] = item.msg_idx
-            if self.stream is not None:
-                self.stream.check(item.session_id, item.msg_idx)
             self.messages.append(item)
             self.n_messages += 1
+            if self.stream is not None:
+                self.stream.check(item.session_id, item.msg_idx)
+                if self.n_messages == self.stream.first_chunk_messages:
+                    self.flush()  # (the first chunk for the worker, which waits for it)
+                    return
         elif isinstance(item, ToolCall):
             if self.remap and item.session_id in self.remap:
                 item.session_id = self.remap[item.session_id]
@@ -311,6 +314,13 @@ class AnalysisStream:
         are parsed; the run takes it over (or it is stopped unused)."""
         if size >= PREFORK_BYTES:
             self.worker = tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
+        from analytics.analysis.run import CHUNK
+
+        self.first_chunk_messages = CHUNK + STREAM_LAG
+        """Messages of a session stored when its first chunk can be streamed: a file's
+        loader flushes when it has read this many (``FileLoader.add``) rather than at
+        ``FLUSH_EVERY`` rows, so that the worker, which has loaded spaCy by then, gets
+        its first chunk as soon as there is one."""
         self.records: StoredRecords | None = None
         """The rows of the session streamed (before the run, of the longest one) as they
         were stored, from its first flush on; None: not all of them were kept."""

@@ -60,6 +60,26 @@ def test_the_scorer_gives_the_pipelines_probabilities(model: DiagnosisModel, pip
     assert model.raw_scores(texts) == expected
 
 
+def test_a_tagger_s_classifier_scores_with_the_tagger_s_tokenizer_as_with_its_own(
+    model: DiagnosisModel,
+) -> None:
+    """The Tagger's tokenizer, set up as the pipeline's, is used instead of loading that
+    one again; the scores are the same. A tokenizer set up otherwise is not used."""
+    from analytics.analysis.tagging import Tagger
+
+    tagger = Tagger()
+    tagger.warm_up()
+    assert tagger.diagnosis is not None
+    assert tagger.diagnosis.load()[0] is tagger.nlp.tokenizer
+    texts = _varied_sentences()
+    assert tagger.diagnosis.raw_scores(texts) == model.raw_scores(texts)
+    other = spacy.blank("en").tokenizer
+    other.add_special_case("oom", [{"ORTH": "o"}, {"ORTH": "om"}])
+    alone = DiagnosisModel()
+    assert alone.load(other)[0] is not other
+    assert alone.raw_scores(texts) == model.raw_scores(texts)
+
+
 def test_the_exported_weights_are_the_shipped_pipelines(pipeline: Language) -> None:
     """A model retrained or replaced without ``--export-only`` fails here."""
     shipped = BowWeights.load(MODEL_DIR / WEIGHTS_FILE)

@@ -315,10 +315,13 @@ class DiagnosisModel:
         """The tokenizer allows ``token_keys`` to tokenise texts together (set on loading)."""
         self._cache: dict[str, float] = {}
 
-    def load(self) -> tuple[Tokenizer, BowWeights]:
+    def load(self, like: Tokenizer | None = None) -> tuple[Tokenizer, BowWeights]:
         """The pipeline's own tokenizer (not the whole pipeline: a third of the load time)
         and its exported classifier weights: all that scoring needs. Loaded on first use
-        (``Tagger.warm_up`` calls it to load them before forking)."""
+        (``Tagger.warm_up`` calls it to load them before forking). ``like``: a tokenizer
+        loaded already (the Tagger's), used instead when it is set up as the pipeline's
+        is (the same serialised settings: a blank English pipeline's, as a rule), which
+        saves loading its 2,700 special cases again (a tenth of a second)."""
         if self._loaded is None:
             weights = self.path / WEIGHTS_FILE
             if not (self.path / "tokenizer").is_file() or not weights.is_file():
@@ -327,7 +330,11 @@ class DiagnosisModel:
                     "train it with `python scripts/train_diagnosis.py` "
                     "(or export the weights of the one there with `--export-only`)"
                 )
-            tokenizer = Tokenizer(Vocab()).from_disk(self.path / "tokenizer")
+            saved = (self.path / "tokenizer").read_bytes()
+            if like is not None and like.to_bytes(exclude=["vocab"]) == saved:
+                tokenizer = like
+            else:
+                tokenizer = Tokenizer(Vocab()).from_bytes(saved)
             self._joinable = joinable(tokenizer)
             self._loaded = (tokenizer, BowWeights.load(weights))
         return self._loaded

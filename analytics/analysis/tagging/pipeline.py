@@ -164,7 +164,7 @@ class Tagger:
         for role in PROSE_ROLES:
             self._triggers(role)
         if self.diagnosis is not None:
-            self.diagnosis.load()
+            self.diagnosis.load(self.nlp.tokenizer)
 
     def tag(self, batch: list[MessageContext]) -> list[Tag]:
         """Tags for ``batch`` (consecutive messages of one session, msg_idx order)."""
@@ -238,6 +238,7 @@ class Tagger:
             todo_quoted.append(q)
         threshold = self.diagnosis.settings.threshold
         tags: list[Tag] = []
+        self.diagnosis.load(self._nlp.tokenizer if self._nlp is not None else None)  # (once)
         scored = self.diagnosis.best([t for _, t in todo], todo_quoted)
         for (ctx, text), best in zip(todo, scored, strict=True):
             if best is None or best.probability < threshold:
