@@ -389,12 +389,15 @@ def test_a_streamed_session_s_claim_texts_and_goals_are_kept_not_read_again(
 
     queried_goals: list[str] = []
     queried_in_prepare: list[str] = []
+    settles: dict[str, list[Any]] = {}
 
     def prepare(self: run.SessionRun, settled_below: Any = None, known: Any = None) -> None:
         if known is not None:
             given[self.session_id] = known.claim_texts  # (filled on until the run closes)
             if known.goals is not None:
                 goals[self.session_id] = known.goals
+        if settled_below is not None:
+            settles.setdefault(self.session_id, []).append(settled_below)
         before = len(queried_goals)
         real_prepare(self, settled_below, known)
         if known is not None and known.goals is not None:
@@ -433,6 +436,10 @@ def test_a_streamed_session_s_claim_texts_and_goals_are_kept_not_read_again(
     assert kept == {k: t for k, t in stored.items() if k[0] in given}
     assert not {k for k in stored if k[0] in given} & queried
     assert goals and not queried_in_prepare
+    # (judged as the worker's chunks come back: prepared again, each time with more settled)
+    rounds = [s for sid, s in settles.items() if sid in given]
+    assert all(r == sorted(set(r)) for r in rounds)
+    assert worker_on == "0" or max(map(len, rounds)) > 1
     assert set(goals) & set(queried_goals)  # (a parent session analysed again for its subagent)
     with duckdb.connect(str(db), read_only=True) as con:
         from_db = {sid: real_stated(load_session_frames(con, sid)) for sid in goals}

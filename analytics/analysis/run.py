@@ -431,7 +431,8 @@ class SessionRun:
         tagging worker) and the message-level analysis of the messages below this
         ``msg_idx`` is written and final (``MessageRun.settled``); so the native ids of
         the messages verdicts can name are read as well, whether or not the session has
-        claims, and the claims whose verdicts read only those messages are judged.
+        claims, and the claims whose verdicts read only those messages are judged (those
+        not judged yet: called again as more is settled, it judges the next ones).
         ``known``: what the caller read of the session's messages already
         (``MessageRun.seen``), which is then not read again: the stated goals, and the
         texts of the claims (kept by reference: the run adds the last chunks' before
@@ -450,9 +451,12 @@ class SessionRun:
                     self._stated = stated_goals(self.frames)
                 if settled_below is not None:
                     self.frames.source_id(max(0, self.claims_from - LOOKBACK))
-                    self._judged, self._judge_from = judge_settled_claims(
-                        self.frames, self.claims_from, settled_below
-                    )
+        if settled_below is not None:
+            with timed("session analysis"):
+                judged, self._judge_from = judge_settled_claims(
+                    self.frames, self._judge_from, settled_below
+                )
+                self._judged.extend(judged)
 
     def finish(self) -> None:
         """The rest, once the message-level analysis is written; writes the results."""
@@ -597,7 +601,9 @@ class MessageRun:
         from analytics.analysis.tagging import worker as tag_worker
 
         lo, analyser = self.next_lo, self.analyser
-        if self._may_fork and upto - lo + 1 > CHUNK and tag_worker.available():
+        # (a worker for more than a chunk, or for a first one while the file is parsed on)
+        many = upto - lo + 1 > CHUNK or (upto - lo + 1 == CHUNK and not final)
+        if self._may_fork and many and tag_worker.available():
             self._may_fork = False
             if final:  # this process will tag too: load once, here, rather than in each
                 analyser.warm_up()
@@ -694,8 +700,9 @@ class MessageRun:
         """Wait for the worker's last tags, write everything, save the tooling state;
         returns the number of messages analysed. ``meanwhile``: work that reads none of
         the outputs this run has yet to write, done before waiting for the worker (it is
-        done either way); it is given ``settled`` and ``known``, whose claim texts the tags
-        of the last chunks still add to as they come in (before this returns)."""
+        done either way), and again each time a chunk the worker answered settled more
+        (but for the last one); it is given ``settled`` and ``seen``, whose claim texts the
+        tags of the last chunks still add to as they come in (before this returns)."""
         if self.worker is not None:
             self.worker.last_submitted()
         try:
@@ -704,6 +711,14 @@ class MessageRun:
                 self._write_unwritten()  # while the worker tags the last chunks
                 if meanwhile is not None:
                     meanwhile(self.settled, self.seen)
+                    # Each chunk the worker answers settles more messages: meanwhile is
+                    # given them while the worker tags the rest, not left for after.
+                    while self.pending and self.worker is not None and not self.worker.gone:
+                        settled = self.settled
+                        self._write_done(block=False, wait_one=True)
+                        self._write_unwritten()
+                        if self.pending and self.settled > settled:
+                            meanwhile(self.settled, self.seen)
                 self._write_done(block=True)
         finally:
             self.stop_worker()
