@@ -66,7 +66,6 @@ CLAIM_TAG = "readiness_claim"
 """The tag whose messages' texts a run keeps (``KnownRows.claim_texts``)."""
 
 
-
 @dataclass
 class KnownRows:
     """What a :class:`MessageRun` read of its session's messages on its way that the
