@@ -526,8 +526,11 @@ class Ingestor:
                 # written already, read meanwhile)
                 settled = {i for s, i in loader.settled_only if s == sid}
                 stream.finish(start, extra, meanwhile=session.prepare, settled=settled)
-            else:
-                self.analyser.run_messages(self.con, sid, start, extra)
+            else:  # (the goals and claim texts the run found, without judging in two steps)
+                self.analyser.run_messages(
+                    self.con, sid, start, extra,
+                    meanwhile=lambda _settled, seen, s=session: s.prepare(seen=seen),
+                )
             session.finish()
 
     @staticmethod

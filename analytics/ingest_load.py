@@ -118,7 +118,6 @@ class FileLoader:
                 self.stream.check(item.session_id, item.msg_idx)
                 if self.n_messages == self.stream.first_chunk_messages:
                     self.flush()  # (the first chunk for the worker, which waits for it)
-                    return
         elif isinstance(item, ToolCall):
             if self.remap and item.session_id in self.remap:
                 item.session_id = self.remap[item.session_id]
@@ -317,10 +316,11 @@ class AnalysisStream:
         from analytics.analysis.run import CHUNK
 
         self.first_chunk_messages = CHUNK + STREAM_LAG
-        """Messages of a session stored when its first chunk can be streamed: a file's
-        loader flushes when it has read this many (``FileLoader.add``) rather than at
-        ``FLUSH_EVERY`` rows, so that the worker, which has loaded spaCy by then, gets
-        its first chunk as soon as there is one."""
+        """Messages read from the file when a session of them all can stream its first
+        chunk: the file's loader flushes then (``FileLoader.add``) besides every
+        ``FLUSH_EVERY`` rows, so that the worker, which has loaded spaCy by then, gets its
+        first chunk as soon as there is one (a file of several sessions may have none yet:
+        one flush more)."""
         self.records: StoredRecords | None = None
         """The rows of the session streamed (before the run, of the longest one) as they
         were stored, from its first flush on; None: not all of them were kept."""

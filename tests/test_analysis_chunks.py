@@ -738,9 +738,9 @@ def test_a_worker_with_its_backlog_gets_the_chunks_of_a_streamed_session(
     real_tag_here = run._Chunk.tag_here
     tagged_here: list[int] = []
 
-    def tag_here(self: run._Chunk, tagger: Any, claim_texts: Any) -> Any:
+    def tag_here(self: run._Chunk, tagger: Any) -> Any:
         tagged_here.append(len(self.mine))
-        return real_tag_here(self, tagger, claim_texts)
+        return real_tag_here(self, tagger)
 
     real_tag_packed = run.Analyser._tag_packed
 

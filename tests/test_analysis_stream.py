@@ -374,10 +374,11 @@ def test_a_streamed_session_s_claim_texts_and_goals_are_kept_not_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
     worker_on: str,
 ) -> None:
-    """The verdicts read the texts of the claims a streamed run tagged from the chunks it
-    held (``KnownRows.claim_texts``), each as stored, and query none of them; the goals
-    stated in a session streamed from its first message are those found in the chunks
-    (``KnownRows.goals``), the same as the database gives, and are not queried."""
+    """The verdicts read the texts of the claims a run tagged from the chunks it held
+    (``KnownRows.claim_texts``), each as stored, and query none of them; the goals stated
+    in a session analysed from its first message are those found in the chunks
+    (``KnownRows.goals``), the same as the database gives, and are not queried. So for the
+    sessions streamed and for those analysed after the parse."""
     from analytics.analysis import campaigns
     from analytics.analysis.session import SessionFrames, load_session_frames
 
@@ -391,17 +392,18 @@ def test_a_streamed_session_s_claim_texts_and_goals_are_kept_not_read_again(
     queried_in_prepare: list[str] = []
     settles: dict[str, list[Any]] = {}
 
-    def prepare(self: run.SessionRun, settled_below: Any = None, known: Any = None) -> None:
-        if known is not None:
-            given[self.session_id] = known.claim_texts  # (filled on until the run closes)
-            if known.goals is not None:
-                goals[self.session_id] = known.goals
+    def prepare(self: run.SessionRun, settled_below: Any = None, seen: Any = None) -> None:
+        if seen is not None:  # (handed over by the session's run: streamed or not)
+            given[self.session_id] = seen.claim_texts  # (filled on until the run closes)
+            if seen.goals is not None:
+                goals[self.session_id] = seen.goals
         if settled_below is not None:
             settles.setdefault(self.session_id, []).append(settled_below)
         before = len(queried_goals)
-        real_prepare(self, settled_below, known)
-        if known is not None and known.goals is not None:
+        real_prepare(self, settled_below, seen)
+        if seen is not None and seen.goals is not None:
             queried_in_prepare.extend(queried_goals[before:])
+
     real_stated = campaigns.stated_goals
 
     def stated_goals(frames: Any) -> Any:
@@ -436,6 +438,7 @@ def test_a_streamed_session_s_claim_texts_and_goals_are_kept_not_read_again(
     assert kept == {k: t for k, t in stored.items() if k[0] in given}
     assert not {k for k in stored if k[0] in given} & queried
     assert goals and not queried_in_prepare
+    assert set(given) - {s["session"] for s in streams}  # (a session not streamed, too)
     # (judged as the worker's chunks come back: prepared again, each time with more settled)
     rounds = [s for sid, s in settles.items() if sid in given]
     assert all(r == sorted(set(r)) for r in rounds)

@@ -210,13 +210,14 @@ def _target_patterns() -> tuple[Gated, tuple[_TargetPattern, ...]]:
 
 
 _DIGIT = re.compile(r"\d")
+ASCII_DIGITS = "0123456789"
 # The same test as a DuckDB condition on ``{column}`` (a str.format template). Ten
 # substring tests run at memory speed, 3x faster than regexp_matches(text, '\p{Nd}'); a
 # text without an ASCII digit can only hold another decimal digit if it has non-ASCII
 # characters (strlen counts bytes, length characters), and there RE2's class decides.
 DIGIT_SQL = (
     "("
-    + " OR ".join(f"contains({{column}}, '{d}')" for d in "0123456789")
+    + " OR ".join(f"contains({{column}}, '{d}')" for d in ASCII_DIGITS)
     + r" OR (strlen({column}) <> length({column}) AND regexp_matches({column}, '\p{{Nd}}')))"
 )
 
@@ -227,13 +228,19 @@ def _factor_words() -> dict[str, float]:
 
 
 @lru_cache(maxsize=1)
+def _factor_stems() -> tuple[str, ...]:
+    """The factor words without their first letter, so that substring tests find "Double"
+    and "double" alike (the forms of :func:`number_filter` look for these)."""
+    return tuple(sorted({w[1:] for w in _factor_words()}))
+
+
+@lru_cache(maxsize=1)
 def number_filter() -> tuple[str, re.Pattern[str]]:
     """Text that can state a target, as a DuckDB condition on ``{column}`` and as a
     Python regex. Every target pattern has a mandatory number (``value`` or ``factor``:
     a digit or a factor word such as "double"), so text without one states no target;
-    testing that first skips most text cheaply. A word is sought without its first
-    letter, so that substring tests find "Double" and "double" alike."""
-    stems = sorted({w[1:] for w in _factor_words()})
+    testing that first skips most text cheaply (a factor word as ``_factor_stems``)."""
+    stems = _factor_stems()
     words = "".join(f" OR contains({{column}}, '{s}')" for s in stems)
     sql = f"({DIGIT_SQL}{words})"
     return sql, re.compile("|".join([_DIGIT.pattern, *map(re.escape, stems)]))
@@ -318,7 +325,7 @@ def number_filter_re2() -> str:
     """``number_filter``'s regex for RE2 (Arrow's ``match_substring_regex``): the same
     texts, as far as the two engines' Unicode tables agree (a decimal digit is ``\\p{Nd}``
     there, as ``\\d`` is in Python's ``str`` regexes)."""
-    return "|".join([r"\p{Nd}", *map(re.escape, sorted({w[1:] for w in _factor_words()}))])
+    return "|".join([r"\p{Nd}", *map(re.escape, _factor_stems())])
 
 
 def may_state_goal(text: str) -> bool:
@@ -326,13 +333,10 @@ def may_state_goal(text: str) -> bool:
     is an ASCII digit) as substring tests of the digits and the factor stems, a tenth of
     the regex's time over prose, most of which holds none."""
     if text.isascii():
-        return any(map(text.__contains__, _number_literals()))
+        return any(map(text.__contains__, ASCII_DIGITS)) or any(
+            map(text.__contains__, _factor_stems())
+        )
     return number_filter()[1].search(text) is not None
-
-
-@lru_cache(maxsize=1)
-def _number_literals() -> tuple[str, ...]:
-    return (*"0123456789", *sorted({w[1:] for w in _factor_words()}))
 
 
 def find_goals(messages: pd.DataFrame) -> list[Goal]:

@@ -139,24 +139,26 @@ class _Chunk:
     """msg_idx from which the chunk's tags are context for the next chunk."""
     tags: pa.Table | None = None
     """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them (``to_arrow``)."""
+    claim_texts: dict[int, str | None] = field(default_factory=dict)
+    """msg_idx -> text of the messages ``tags`` say claim readiness (``CLAIM_TAG``)."""
     outputs: MessageOutputs = field(default_factory=MessageOutputs)
 
-    def tag_here(self, tagger: Tagger, claim_texts: dict[int, str | None]) -> list[MessageContext]:
+    def tag_here(self, tagger: Tagger) -> list[MessageContext]:
         """Tag the chunk in this process (no worker, or it failed); returns its contexts."""
         assert self.tables is not None and self.before is not None
         with timed("load contexts"):
             contexts = contexts_from_tables(self.tables)
             before = contexts_from_tables(self.before)
         with timed("tagging"):
-            self.tagged(to_arrow("tags", tag_in_context(tagger, contexts, before)), claim_texts)
+            self.tagged(to_arrow("tags", tag_in_context(tagger, contexts, before)))
         return contexts
 
-    def tagged(self, tags: pa.Table, claim_texts: dict[int, str | None]) -> None:
+    def tagged(self, tags: pa.Table) -> None:
         """The chunk's tags are in: keep them, and the texts of the messages they say claim
-        readiness (into ``claim_texts``), and let go of the chunk's rows."""
+        readiness, and let go of the chunk's rows."""
         assert self.tables is not None and self.before is not None
         self.tags = tags
-        claim_texts.update(texts_tagged(tags, CLAIM_TAG, self.before[0], self.tables[0]))
+        self.claim_texts = texts_tagged(tags, CLAIM_TAG, self.before[0], self.tables[0])
         self.tables = self.before = None
 
 
@@ -308,10 +310,12 @@ class Analyser:
         session_id: str,
         start_idx: int,
         extra_idx: Iterable[int] = (),
+        meanwhile: Meanwhile | None = None,
     ) -> int:
         """Analyse messages ``msg_idx >= start_idx`` plus ``extra_idx`` (older messages whose
-        tool calls just completed), replacing any analysis rows they had."""
-        return MessageRun(self, con, session_id, start_idx, extra_idx).finish()
+        tool calls just completed), replacing any analysis rows they had (``meanwhile``:
+        see :meth:`MessageRun.close`)."""
+        return MessageRun(self, con, session_id, start_idx, extra_idx).finish(meanwhile)
 
     def _tag_packed(self, packed: bytes | pa.Buffer | memoryview) -> list[list[Any]]:
         """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
@@ -423,7 +427,7 @@ class SessionRun:
         self._judge_from = self.claims_from
 
     def prepare(
-        self, settled_below: int | None = None, known: KnownRows | None = None
+        self, settled_below: int | None = None, seen: KnownRows | None = None
     ) -> None:
         """Session statistics and stated goals (once: :meth:`finish` calls it too).
         ``settled_below``: this process has nothing else to do (an ingest waiting for its
@@ -432,7 +436,7 @@ class SessionRun:
         the messages verdicts can name are read as well, whether or not the session has
         claims, and the claims whose verdicts read only those messages are judged (those
         not judged yet: called again as more is settled, it judges the next ones).
-        ``known``: what the caller read of the session's messages already
+        ``seen``: what the caller read of the session's messages already
         (``MessageRun.seen``), which is then not read again: the stated goals, and the
         texts of the claims (kept by reference: the run adds the last chunks' before
         :meth:`finish`)."""
@@ -441,11 +445,11 @@ class SessionRun:
 
         if self._stated is None:
             refresh_session_stats(self.con, self.session_id)
-            if known is not None:
-                self.frames.known_texts = known.claim_texts
+            if seen is not None:
+                self.frames.known_texts = seen.claim_texts
             with timed("session analysis"):
-                if known is not None and known.goals is not None:
-                    self._stated = sorted(known.goals, key=attrgetter("msg_idx"))
+                if seen is not None and seen.goals is not None:
+                    self._stated = sorted(seen.goals, key=attrgetter("msg_idx"))
                 else:
                     self._stated = stated_goals(self.frames)
                 if settled_below is not None:
@@ -600,9 +604,8 @@ class MessageRun:
         from analytics.analysis.tagging import worker as tag_worker
 
         lo, analyser = self.next_lo, self.analyser
-        # (a worker for more than a chunk, or for a first one while the file is parsed on)
-        many = upto - lo + 1 > CHUNK or (upto - lo + 1 == CHUNK and not final)
-        if self._may_fork and many and tag_worker.available():
+        n = upto - lo + 1  # (a worker for more than a chunk, or for one while parsing on)
+        if self._may_fork and (n > CHUNK or (n == CHUNK and not final)) and tag_worker.available():
             self._may_fork = False
             if final:  # this process will tag too: load once, here, rather than in each
                 analyser.warm_up()
@@ -640,7 +643,7 @@ class MessageRun:
                 ):
                     worker.submit(pack(*for_tagging(self.before), *for_tagging(tables)))
                 else:  # no worker, or it has enough to do: tag this chunk here
-                    contexts = chunk.tag_here(analyser.tagger, self.seen.claim_texts)
+                    contexts = chunk.tag_here(analyser.tagger)
                 if contexts is None:  # the polling and tooling analysers read only these
                     if indices:  # the session's extractor, whose state is saved, all the same
                         analyser._extractor(self.session_id)  # (a session without calls too)
@@ -791,16 +794,17 @@ class MessageRun:
                     worker = None
                     for chunk in pending:  # the worker's chunks, tagged here instead
                         if chunk.tags is None:
-                            chunk.tag_here(self.analyser.tagger, self.seen.claim_texts)
+                            chunk.tag_here(self.analyser.tagger)
                     continue
                 if columns is None:
                     break
                 # (answers come in order)
-                head.tagged(from_columns("tags", columns), self.seen.claim_texts)
+                head.tagged(from_columns("tags", columns))
                 continue
             pending.popleft()
             self._popped_tail = head.tail
             tags = head.outputs.tags = new_tag_rows(head.tags, head.mine, self.known)
+            self.seen.claim_texts.update(head.claim_texts)
             self.unwritten.append(head.outputs)
             self._unwritten_rows += head.outputs.n_rows
             self.known = {k for k in self.known if k[0] >= head.tail} | tag_keys(tags, head.tail)

@@ -22,7 +22,7 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analytics.analysis.campaigns import number_filter_re2, sentences, target_cue
+from analytics.analysis.campaigns import ASCII_DIGITS, number_filter_re2, sentences, target_cue
 from analytics.analysis.literals import AnyLiteral
 from analytics.analysis.tooling.extractor import measurement
 from analytics.models import PROFILE_SOURCE, STATED_SOURCE, Measurement, Message
@@ -32,7 +32,6 @@ _NEEDS = (
     "aster", "peed", "GB", "GiB", "ccept", "%",
 )
 """Literals one of which every pattern's match holds (case variants written out)."""
-_DIGITS = "0123456789"
 
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`(?P<inline>[^`\n]*)`", re.S)
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.:<>]*")
@@ -133,7 +132,7 @@ def _gate() -> AnyLiteral:
 def may_state(text: str) -> bool:
     """Whether ``text`` can hold a stated number at all: an ASCII digit (ten substring tests,
     four times faster than a regex over prose, most of which has none), then a unit literal."""
-    return any(d in text for d in _DIGITS) and _gate().found_in(text)
+    return any(d in text for d in ASCII_DIGITS) and _gate().found_in(text)
 
 
 def prose_of(text: str) -> str:

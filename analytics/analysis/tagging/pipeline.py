@@ -238,7 +238,8 @@ class Tagger:
             todo_quoted.append(q)
         threshold = self.diagnosis.settings.threshold
         tags: list[Tag] = []
-        self.diagnosis.load(self._nlp.tokenizer if self._nlp is not None else None)  # (once)
+        # (a no-op once loaded: warm_up loads it; this sees to a Tagger used without it)
+        self.diagnosis.load(self._nlp.tokenizer if self._nlp is not None else None)
         scored = self.diagnosis.best([t for _, t in todo], todo_quoted)
         for (ctx, text), best in zip(todo, scored, strict=True):
             if best is None or best.probability < threshold:
