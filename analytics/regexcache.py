@@ -58,7 +58,7 @@ def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
         found = _sre.compile(pattern, *parts)
     except Exception:  # internals not as read here
         return re.compile(pattern, flags)
-    _write(path, marshal.dumps(parts))
+    write_atomically(path, marshal.dumps(parts))
     return found
 
 
@@ -78,7 +78,7 @@ def remembered(kind: str, pattern: str, flags: int, make: Callable[[], str | Non
     except (OSError, ValueError):  # no file yet, or one that does not decode: derive it
         pass
     made = make()
-    _write(path, ("-" if made is None else "=" + made).encode("utf-8", "surrogatepass"))
+    write_atomically(path, ("-" if made is None else "=" + made).encode("utf-8", "surrogatepass"))
     return made
 
 
@@ -121,7 +121,7 @@ def _assemble(pattern: str, flags: int) -> tuple[Any, ...]:
     )
 
 
-def _write(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Write the cache file atomically (processes tag side by side); a failure is ignored."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,10 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import bashlex
-
 from analytics.analysis.tooling.shell import printed_text, short_flags
+from analytics.parsetables import import_bashlex
+
+bashlex = import_bashlex()  # (its parse tables from the machine's cache: see parsetables)
 
 LOOP_KEYWORDS = ("for", "while", "until")
 _OPENERS = {"do", "then", "else", "{", "!", "(", "elif", "if"}
