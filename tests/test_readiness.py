@@ -250,6 +250,24 @@ def test_subjects() -> None:
     assert subject_of("The smoke test passes on port 8000.") == "server"
 
 
+def test_subjects_of_many_claims_are_those_of_each() -> None:
+    """``subjects_of`` tries a subject's pattern only where its RE2 superset matches; the
+    subjects are the ones ``subject_of`` gives, in order, non-ASCII texts and cue words
+    that do not make a test run ("ci" inside a word, "smoke tests") included."""
+    from analytics.analysis.readiness.config import subjects_of
+
+    claims = [
+        "All 42 tests pass now.", "Yes, it's up!", "Deployed to production.",
+        "The parser bug is fixed.", "The smoke test passes on port 8000.",
+        "The special decimal fix is done.", "CI is green: the test suite passes.",
+        "Le serveur est prêt — it's up on :30000.", "Téléchargement terminé: 19/19 shards.",
+        "The Mixtral download is done: 19 of 19 shards.", "", "pytest: 12 passed",
+        "Tests are passing after the rebuild; the endpoint answers.",
+    ]
+    assert subjects_of(claims) == [subject_of(c) for c in claims]
+    assert len(set(subjects_of(claims))) >= 4
+
+
 def test_every_event_readiness_reads_is_one_the_tooling_analyser_emits() -> None:
     """A server event named in readiness.json (of any kind) but never emitted would never
     count: ``models_ok`` was one, and a ``/v1/models`` 200 in a server log was read as

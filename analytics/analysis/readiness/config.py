@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any, NamedTuple
 
 from analytics.analysis.literals import Gated, lowered
+from analytics.batchgate import may_match_each, superset_source
 
 LOOKBACK = 40
 """Messages before a claim whose evidence its verdict reads."""
@@ -71,6 +73,31 @@ def subject_of(text: str) -> str:
         if pattern.search(text, low):
             return subject
     return "feature"
+
+
+def subjects_of(texts: Sequence[str]) -> list[str]:
+    """``subject_of`` of each of ``texts``, each subject's pattern tried only on the texts
+    its RE2 superset matches (``batchgate``: one pass over all of them). A session's claims
+    mostly name a server: the patterns tried before that one (test runs, deployments)
+    match few of them, and their cue words ("test", "ci") are common enough that the
+    literal gate lets most through."""
+    subjects = config().subjects
+    gates = may_match_each(_subject_supersets(), texts)
+    found = []
+    for n, text in enumerate(texts):
+        low = lowered(text)
+        for (subject, pattern), gate in zip(subjects, gates, strict=True):
+            if gate[n] and pattern.search(text, low):
+                found.append(subject)
+                break
+        else:
+            found.append("feature")
+    return found
+
+
+@lru_cache(maxsize=1)
+def _subject_supersets() -> tuple[str | None, ...]:
+    return tuple(superset_source(pattern.regex) for _, pattern in config().subjects)
 
 
 def _signal_at(signal: Signal) -> int:

@@ -11,7 +11,14 @@ import pandas as pd
 from analytics.analysis import jobs
 from analytics.analysis.literals import text_of
 from analytics.analysis.readiness.checks import _short
-from analytics.analysis.readiness.config import LOOKAHEAD, LOOKBACK, Signal, _signal_at, subject_of
+from analytics.analysis.readiness.config import (
+    LOOKAHEAD,
+    LOOKBACK,
+    Signal,
+    _signal_at,
+    subject_of,
+    subjects_of,
+)
 from analytics.analysis.readiness.evidence import _Evidence
 from analytics.models import ReadinessClaim
 
@@ -294,13 +301,13 @@ def _judge(
         upto = min(settled_below, ev.first_call_resulting_from(settled_below)) - LOOKAHEAD
         judged = judged[: bisect_left(judged, upto)]
     message_texts = {i: text_of(t) for i, t in frames.message_texts(judged).items()}
-    claim_texts, subjects = {}, {}
+    claim_texts = {}
     for msg_idx in judged:
         evidence = first_tag[msg_idx][0]
-        text = _claim_text(
+        claim_texts[msg_idx] = _claim_text(
             message_texts.get(msg_idx, ""), evidence if isinstance(evidence, str) else None
         )
-        claim_texts[msg_idx], subjects[msg_idx] = text, subject_of(text)
+    subjects = dict(zip(judged, subjects_of([claim_texts[i] for i in judged]), strict=True))
     # (outputs are read once the claims are known: looks at jobs only near claims about one)
     ev.read_outputs(judged, [i for i in judged if subjects[i] == "job"])
     claims = []
