@@ -344,4 +344,68 @@ def test_word_trigger_makes_its_gate_after_some_texts(word_triggers: list[Any]) 
     assert "gate" not in vars(trigger) and trigger._before_gate == GATE_AFTER - len(texts)
     trigger._before_gate = 0
     after = [trigger.spans(t) for t in texts]
-    assert vars(trigger)["gate"] is not None and after == before and any(before)
+    assert vars(trigger)["finder"] is not None and after == before and any(before)
+
+
+@given(st.lists(st.sampled_from(_trigger_pieces()), max_size=10), st.integers(0, 60))
+@settings(max_examples=1500, deadline=None)
+def test_text_finder_never_skips_a_prose_match(
+    word_triggers: list[Any], pieces: list[str], pos: int
+) -> None:
+    """The finder's position is at or before the next match of a prose prefilter, and the
+    prefilter searched from there finds that match."""
+    text = " " + "".join(pieces).lower()
+    if not text.isascii():
+        return
+    pos = min(pos, len(text))
+    for trigger in word_triggers:
+        found = trigger.finder(text.encode("ascii"), pos)
+        first = trigger.regex.search(text, pos)
+        if first is None:
+            assert found == -1 or trigger.regex.search(text, found) is None
+        else:
+            assert pos <= found <= first.start()
+            assert trigger.regex.search(text, found).span() == first.span()
+
+
+def test_word_trigger_spans_with_the_finder_on_the_samples(
+    word_triggers: list[Any], sample_texts: list[str]
+) -> None:
+    """A WordTrigger finds the same spans in every sample text (ASCII or not) with its
+    finder as the regex alone does, and many are found."""
+    from analytics.analysis.tagging.triggers import WordTrigger
+
+    found = 0
+    for body in {t.body for t in word_triggers}:
+        plain, fast = WordTrigger(body), WordTrigger(body)
+        fast._before_gate = 0
+        for text in sample_texts:
+            lower = text.lower()
+            plain._before_gate = 1  # (never its finder)
+            spans = plain.spans(lower)
+            assert fast.spans(lower) == spans, text[:200]
+            found += len(spans)
+    assert found > 100
+
+
+def test_the_engine_finder_and_the_module_finder_agree() -> None:
+    """The finder calls RE2's engine directly where the module allows it, and falls back
+    to the module's search (same answers) where it does not."""
+    import re2
+
+    from analytics import batchgate
+
+    pattern = re.compile(r"\b(?:ready|serving)\b")
+    source = batchgate.superset_source(pattern)
+    regex = re2.compile(source)
+    engine = batchgate._engine_finder(re2, regex)
+    module = batchgate._module_finder(regex)
+    assert engine is not None
+    for data, pos in ((b"it is ready now", 0), (b"it is ready now", 7), (b"serving", 0), (b"", 0)):
+        assert engine(data, pos) == module(data, pos)
+    assert engine(b"it is ready now", 0) == 6 and engine(b"it is ready now", 7) == -1
+
+    class Wrapped:  # a module whose compiled pattern has no engine object to call
+        search = regex.search
+
+    assert batchgate._engine_finder(re2, Wrapped()) is None
