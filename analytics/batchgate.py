@@ -312,39 +312,26 @@ def may_match_column(source: str | None, column: Any, lowered: bool = False) -> 
     return [hit is True or ascii is False for hit, ascii in zip(hits.to_pylist(), plain, strict=True)]
 
 
-TEXT_GATE_MEMORY = 256 << 20
-"""The most memory RE2 may give a ``text_gate``'s automaton (it takes what the texts
+TEXT_FINDER_MEMORY = 256 << 20
+"""The most memory RE2 may give a ``text_finder``'s automaton (it takes what the texts
 need: about 16 MiB for the prose prefilter over the benchmark corpus). Arrow's RE2 has
 8 MiB, too little for a pattern of a few hundred kilobytes: RE2 then gives up its DFA
 and searches ten times slower."""
 
 
-def text_gate(pattern: re.Pattern[str]) -> Callable[[str], bool] | None:
-    """A test of one text at a time: False when the text is ASCII and the RE2
-    :func:`superset_source` of ``pattern`` finds no match in it (so ``pattern`` finds
-    none), True otherwise. For a pattern too large for Arrow's RE2 (see
-    ``TEXT_GATE_MEMORY``), searched text by text where a caller meets them one at a time.
-    None when there is no superset, no ``re2`` module, or RE2 cannot compile it."""
-    find = text_finder(pattern)
-    if find is None:
-        return None
-
-    def may_match(text: str) -> bool:
-        return not text.isascii() or find(text.encode("ascii"), 0) >= 0
-
-    return may_match
-
-
 def text_finder(pattern: re.Pattern[str]) -> Callable[[bytes, int], int] | None:
     """Where, in the bytes of an ASCII text, the leftmost match of the RE2
-    :func:`superset_source` of ``pattern`` at or after a position starts (-1: none).
+    :func:`superset_source` of ``pattern`` at or after a position starts (-1: none), for a
+    pattern too large for Arrow's RE2 (see ``TEXT_FINDER_MEMORY``), searched text by text
+    where a caller meets them one at a time.
 
     Each widening step of the superset keeps a match where it starts (it drops zero-width
     assertions, or lets more through at the same place), so every match of ``pattern``
     starts where some match of the superset does, and none starts before the position
     returned: ``pattern.search(text, found)`` finds what ``pattern.search(text, pos)``
     does, without walking the characters in between (RE2's automaton skips them many
-    times as fast). None as for :func:`text_gate`."""
+    times as fast), and a text where it returns -1 is not searched at all. None when there
+    is no superset, no ``re2`` module, or RE2 cannot compile it."""
     source = superset_source(pattern)
     if source is None:
         return None
@@ -352,7 +339,7 @@ def text_finder(pattern: re.Pattern[str]) -> Callable[[bytes, int], int] | None:
         import re2
 
         options = re2.Options()
-        options.max_mem = TEXT_GATE_MEMORY
+        options.max_mem = TEXT_FINDER_MEMORY
         options.log_errors = False
         regex = re2.compile(source, options)
     except Exception:  # (no google-re2; a pattern RE2 refuses, too large for the budget)

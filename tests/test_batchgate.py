@@ -263,7 +263,7 @@ def word_triggers() -> list[Any]:
         t for role in ("assistant", "user") for _, group in tagger._triggers(role) if group
         for t in group if isinstance(t, WordTrigger)
     ]
-    assert found and all(t.gate is not None for t in found)
+    assert found and all(t.finder is not None for t in found)
     return found
 
 
@@ -284,64 +284,56 @@ def _trigger_pieces() -> list[str]:
     return sorted(phrases) + sorted(words) + glue
 
 
-@given(st.lists(st.sampled_from(_trigger_pieces()), max_size=10))
-@settings(max_examples=1500, deadline=None)
-def test_text_gate_never_rules_out_a_prose_match(word_triggers: list[Any], pieces: list[str]) -> None:
-    """A text in which a prose prefilter finds a match passes its gate."""
-    text = " " + "".join(pieces).lower()
-    for trigger in word_triggers:
-        if trigger.regex.search(text):
-            assert trigger.gate(text)
+def _finds(trigger: Any, padded: str) -> bool:
+    return trigger.finder(padded.encode("ascii"), 0) >= 0
 
 
-def test_rule_phrases_mostly_match_and_pass(word_triggers: list[Any]) -> None:
-    """The phrases the generated texts are made of do reach the prefilters (the test
-    above is not idle), and pass the gates."""
-    phrases = [p for p in _trigger_pieces() if " " in p.strip()]
+def test_rule_phrases_mostly_match_and_are_found(word_triggers: list[Any]) -> None:
+    """The phrases the generated texts are made of do reach the prefilters (the finder's
+    tests are not idle), and the finder finds a place in them."""
+    phrases = [p for p in _trigger_pieces() if " " in p.strip() and p.isascii()]
     found = [p for p in phrases if any(t.regex.search(" " + p) for t in word_triggers)]
     assert len(found) > len(phrases) // 2
-    assert all(any(t.gate(" " + p) for t in word_triggers) for p in found)
+    assert all(any(_finds(t, " " + p) for t in word_triggers) for p in found)
 
 
-def test_text_gate_on_the_samples_and_plain_prose(
+def test_text_finder_on_the_samples_and_plain_prose(
     word_triggers: list[Any], sample_texts: list[str]
 ) -> None:
-    """Every sample text a prefilter matches in passes the gate; ordinary prose that holds
-    no trigger, and log lines, are ruled out; a non-ASCII text always passes."""
+    """In every ASCII sample text a prefilter matches in, the finder finds a place at or
+    before the first match; ordinary prose that holds no trigger, and log lines, have none."""
     matched = 0
     for trigger in word_triggers:
         for text in sample_texts:
             padded = " " + text.lower()
-            if trigger.regex.search(padded):
+            if padded.isascii() and (m := trigger.regex.search(padded)):
                 matched += 1
-                assert trigger.gate(padded), text[:200]
+                assert 0 <= trigger.finder(padded.encode("ascii"), 0) <= m.start(), text[:200]
     assert matched > 100
     for trigger in word_triggers:
-        gate = trigger.gate
-        assert not gate(" the weather was pleasant, and we walked home.")
-        assert not gate(" [2026-05-14 19:58:03 tp0] decode batch, #running-req: 16")
-        assert gate(" l'été était agréable")
+        assert not _finds(trigger, " the weather was pleasant, and we walked home.")
+        assert not _finds(trigger, " [2026-05-14 19:58:03 tp0] decode batch, #running-req: 16")
 
 
-def test_text_gate_without_re2_is_no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    from analytics.batchgate import text_gate
+def test_text_finder_without_re2_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    from analytics.batchgate import text_finder
 
     pattern = re.compile(r"\bready\b")
-    assert text_gate(pattern) is not None
+    assert text_finder(pattern) is not None
     monkeypatch.setitem(sys.modules, "re2", None)  # (import re2 raises ImportError)
-    assert text_gate(pattern) is None
-    assert text_gate(re.compile(br"(?L)x")) is None  # type: ignore[arg-type]
+    assert text_finder(pattern) is None
+    assert text_finder(re.compile(br"(?L)x")) is None  # type: ignore[arg-type]
 
 
-def test_word_trigger_makes_its_gate_after_some_texts(word_triggers: list[Any]) -> None:
-    """A WordTrigger searches its first ``GATE_AFTER`` texts without the gate (a small
+def test_word_trigger_makes_its_finder_after_some_texts(word_triggers: list[Any]) -> None:
+    """A WordTrigger searches its first ``GATE_AFTER`` texts without the finder (a small
     ingest does not pay for making it), then with it: the same matches either way."""
     from analytics.analysis.tagging.triggers import GATE_AFTER, WordTrigger
 
     trigger = WordTrigger(word_triggers[0].body)
     texts = ["it's up and ready now", "the weather was pleasant", "the root cause is the cache"] * 4
     before = [trigger.spans(t) for t in texts]
-    assert "gate" not in vars(trigger) and trigger._before_gate == GATE_AFTER - len(texts)
+    assert "finder" not in vars(trigger) and trigger._before_gate == GATE_AFTER - len(texts)
     trigger._before_gate = 0
     after = [trigger.spans(t) for t in texts]
     assert vars(trigger)["finder"] is not None and after == before and any(before)

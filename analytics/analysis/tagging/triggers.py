@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from spacy.lang.en.lex_attrs import _num_words, _ordinal_words
 
-from analytics.batchgate import text_finder, text_gate
+from analytics.batchgate import text_finder
 from analytics.gcpause import no_cyclic_gc
 from analytics.regexcache import compiled
 
@@ -417,12 +417,6 @@ class WordTrigger:
         front), as bytes (``batchgate.text_finder``); None: no finder, every text is
         searched character by character. Made when first read."""
         return text_finder(self.regex)
-
-    @cached_property
-    def gate(self) -> Callable[[str], bool] | None:
-        """False for a text (with a space in front) ``regex`` matches nowhere in; None: no
-        gate (``batchgate.text_gate``)."""
-        return text_gate(self.regex)
 
     def _matches(self, lower: str) -> Iterator[tuple[int, int]]:
         """The (start, end) of each match in ``lower``, in order."""
