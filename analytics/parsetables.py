@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from analytics.regexcache import cache_dir, write_atomically
+from analytics.regexcache import cache_root, write_atomically
 
 YACC_MODULE = "bashlex.yacc"
 
@@ -104,7 +104,7 @@ def cached_tables(lr_table: type) -> type:
 
 def _table_path(grammar: Any) -> Path | None:
     """The cache file of ``grammar``'s tables; None without a cache or a grammar as read here."""
-    folder = cache_dir()
+    folder = cache_root()
     if folder is None:
         return None
     try:
@@ -118,7 +118,7 @@ def _table_path(grammar: Any) -> Path | None:
     for part in parts:
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
-    return folder.parent / "bashlex" / f"{h.hexdigest()[:32]}.marshal"
+    return folder / "bashlex" / f"{h.hexdigest()[:32]}.marshal"
 
 
 def _read(path: Path) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]] | None:

@@ -84,16 +84,24 @@ def remembered(kind: str, pattern: str, flags: int, make: Callable[[], str | Non
 
 def cache_dir() -> Path | None:
     """Where compiled patterns are kept; None when switched off."""
+    root = cache_root()
+    return None if root is None else root / "regex"
+
+
+def cache_root() -> Path | None:
+    """The project's cache folder on this machine (see the module's description), whose
+    subfolders hold what is kept between runs (``regex``, and ``parsetables``' ``bashlex``);
+    None when switched off or when there is no home folder."""
     own = os.environ.get(CACHE_ENV)
     if own:
-        return None if own.lower() in ("off", "0", "none") else Path(own) / "regex"
+        return None if own.lower() in ("off", "0", "none") else Path(own)
     base = os.environ.get("XDG_CACHE_HOME")
     if not base:
         try:
             base = str(Path.home() / ".cache")
         except RuntimeError:  # no home folder to be found
             return None
-    return Path(base) / "transcript-analytics" / "regex"
+    return Path(base) / "transcript-analytics"
 
 
 def _key(pattern: str, flags: int) -> str:

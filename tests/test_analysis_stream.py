@@ -443,8 +443,7 @@ def test_a_streamed_session_s_claim_texts_and_goals_are_kept_not_read_again(
     rounds = [s for sid, s in settles.items() if sid in given]
     assert all(r == sorted(set(r)) for r in rounds)
     assert worker_on == "0" or max(map(len, rounds)) > 1
-    assert set(goals) & set(queried_goals)  # (a parent session analysed again for its subagent)
     with duckdb.connect(str(db), read_only=True) as con:
         from_db = {sid: real_stated(load_session_frames(con, sid)) for sid in goals}
     assert any(from_db.values())  # (some streamed session states a goal)
-    assert {sid: sorted(g, key=lambda x: x.msg_idx) for sid, g in goals.items()} == from_db
+    assert goals == from_db  # (in message order, as the database gives them)

@@ -326,15 +326,15 @@ def test_text_finder_without_re2_is_none(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_word_trigger_makes_its_finder_after_some_texts(word_triggers: list[Any]) -> None:
-    """A WordTrigger searches its first ``GATE_AFTER`` texts without the finder (a small
+    """A WordTrigger searches its first ``FINDER_AFTER`` texts without the finder (a small
     ingest does not pay for making it), then with it: the same matches either way."""
-    from analytics.analysis.tagging.triggers import GATE_AFTER, WordTrigger
+    from analytics.analysis.tagging.triggers import FINDER_AFTER, WordTrigger
 
     trigger = WordTrigger(word_triggers[0].body)
     texts = ["it's up and ready now", "the weather was pleasant", "the root cause is the cache"] * 4
     before = [trigger.spans(t) for t in texts]
-    assert "finder" not in vars(trigger) and trigger._before_gate == GATE_AFTER - len(texts)
-    trigger._before_gate = 0
+    assert "finder" not in vars(trigger) and trigger._before_finder == FINDER_AFTER - len(texts)
+    trigger._before_finder = 0
     after = [trigger.spans(t) for t in texts]
     assert vars(trigger)["finder"] is not None and after == before and any(before)
 
@@ -370,10 +370,10 @@ def test_word_trigger_spans_with_the_finder_on_the_samples(
     found = 0
     for body in {t.body for t in word_triggers}:
         plain, fast = WordTrigger(body), WordTrigger(body)
-        fast._before_gate = 0
+        fast._before_finder = 0
         for text in sample_texts:
             lower = text.lower()
-            plain._before_gate = 1  # (never its finder)
+            plain._before_finder = 1  # (never its finder)
             spans = plain.spans(lower)
             assert fast.spans(lower) == spans, text[:200]
             found += len(spans)

@@ -186,6 +186,7 @@ def test_the_number_gate_for_arrow_selects_what_the_python_regex_does() -> None:
 
 
 def test_prose_rows_are_the_user_and_assistant_messages_holding_a_number() -> None:
+    from analytics.analysis.campaigns import number_filter
     from analytics.analysis.stated import prose_rows
     from analytics.models import Message
     from analytics.store.writer import to_arrow
@@ -198,12 +199,6 @@ def test_prose_rows_are_the_user_and_assistant_messages_holding_a_number() -> No
     rows = prose_rows(to_arrow("messages", messages))
     assert [r[1] for r in rows] == [
         m.msg_idx for m in messages
-        if m.role in ("user", "assistant") and number_filter_texts(m.text)
+        if m.role in ("user", "assistant") and number_filter()[1].search(m.text)
     ]
     assert rows and all(r[0] == "s" and r[3] == NUMBER_TEXTS[r[1]] for r in rows)
-
-
-def number_filter_texts(text: str) -> bool:
-    from analytics.analysis.campaigns import number_filter
-
-    return number_filter()[1].search(text) is not None

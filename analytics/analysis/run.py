@@ -14,7 +14,6 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -449,7 +448,7 @@ class SessionRun:
                 self.frames.known_texts = seen.claim_texts
             with timed("session analysis"):
                 if seen is not None and seen.goals is not None:
-                    self._stated = sorted(seen.goals, key=attrgetter("msg_idx"))
+                    self._stated = seen.goals  # (in message order, as the chunks came)
                 else:
                     self._stated = stated_goals(self.frames)
                 if settled_below is not None:

@@ -67,10 +67,13 @@ class Signal(NamedTuple):
     passed: bool | None = None
 
 
-def subject_of(text: str) -> str:
+def subject_of(text: str, may: Sequence[bool] | None = None) -> str:
+    """What a claim is about: the first subject whose pattern matches its text, else
+    "feature". ``may``: for each subject, whether its pattern may match at all (False: it
+    is not tried; ``subjects_of`` finds that for many claims at once)."""
     low = lowered(text)
-    for subject, pattern in config().subjects:
-        if pattern.search(text, low):
+    for n, (subject, pattern) in enumerate(config().subjects):
+        if (may is None or may[n]) and pattern.search(text, low):
             return subject
     return "feature"
 
@@ -81,18 +84,8 @@ def subjects_of(texts: Sequence[str]) -> list[str]:
     mostly name a server: the patterns tried before that one (test runs, deployments)
     match few of them, and their cue words ("test", "ci") are common enough that the
     literal gate lets most through."""
-    subjects = config().subjects
     gates = may_match_each(_subject_supersets(), texts)
-    found = []
-    for n, text in enumerate(texts):
-        low = lowered(text)
-        for (subject, pattern), gate in zip(subjects, gates, strict=True):
-            if gate[n] and pattern.search(text, low):
-                found.append(subject)
-                break
-        else:
-            found.append("feature")
-    return found
+    return [subject_of(text, [gate[n] for gate in gates]) for n, text in enumerate(texts)]
 
 
 @lru_cache(maxsize=1)

@@ -37,7 +37,7 @@ WINDOW_CHARS = 120
 """At most this many characters are kept on each side of a trigger hit."""
 MAX_VARIANTS = 64
 """Optional tokens are expanded into variants up to this many per pattern, then cut."""
-GATE_AFTER = 2000
+FINDER_AFTER = 2000
 """Texts a ``WordTrigger`` searches before it makes its finder (``batchgate.text_finder``)."""
 
 NUMBER = r"[+\-±~]?[.,]?\d[\d,./]*(?:st|nd|rd|th)?"
@@ -402,13 +402,13 @@ class WordTrigger:
     (``batchgate.text_finder``) finds where the next match of a superset of the regex
     starts, in a fraction of the time: no match of the regex starts before it, so the regex
     is tried from there (and a text with none is not searched at all). The finder is made
-    once ``GATE_AFTER`` texts were searched: making it costs a second where its RE2 pattern
+    once ``FINDER_AFTER`` texts were searched: making it costs a second where its RE2 pattern
     is not in ``regexcache``'s folder yet, more than an ingest of a few files would save."""
 
     def __init__(self, body: str) -> None:
         self.body = body
         self.regex = compiled(r"[^0-9A-Za-z_](?:" + body + ")")
-        self._before_gate = GATE_AFTER
+        self._before_finder = FINDER_AFTER
         """Texts still to be searched without the finder."""
 
     @cached_property
@@ -422,8 +422,8 @@ class WordTrigger:
         """The (start, end) of each match in ``lower``, in order."""
         padded, plain = " " + lower, lower.isascii()
         find = None
-        if self._before_gate:
-            self._before_gate -= 1
+        if self._before_finder:
+            self._before_finder -= 1
         elif plain:
             find = self.finder
         search = self.regex.search
