@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 
 import numpy as np
 import pytest
 import spacy
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from spacy.attrs import ORTH
 from spacy.language import Language
 
 from analytics.analysis.tagging.diagnosis_model import (
@@ -20,6 +24,7 @@ from analytics.analysis.tagging.diagnosis_model import (
     BowWeights,
     DiagnosisModel,
     sentences,
+    token_keys,
 )
 
 
@@ -126,3 +131,116 @@ def test_sentences_match_the_lazy_pattern() -> None:
         for choices in (pieces, unended):  # texts without a sentence end take a short cut
             text = "".join(rnd.choices(choices, k=rnd.randint(0, 40)))
             assert sentences(text) == _reference_sentences(text), repr(text)
+
+
+# --- sentences too low to score (diagnosis_bound) ------------------------------------
+
+_PIECES = [
+    "oom", "OOM", "because", "the", "KV-cache", "e.g.", "U.S.", "a.m.", "don't", "can't", "(^_^)",
+    ":)", "':)'", "--", "...", "!!", "v2.1", "(not", "2.0)!", "https://example.com/a?b=1#c.",
+    "`torch.compile`", "'model.layers.0'", "40%", "—", "weil", "日本語の", "🚀🚀", "x" * 30, "",
+    "tok", "it's", "we're", "\"quoted\"", "[1]", "{a:b}", "C++", "$HOME/x", "#3", "n't", "'s",
+]
+
+
+def _logit(weights: BowWeights, keys: list[np.ndarray]) -> np.ndarray:
+    """The classifier's own float32 logit of each sentence (``diagnosis`` minus the other)."""
+    scores = weights._scores(keys).astype(np.float64)
+    mine = weights.labels.index(LABEL)
+    return scores[:, mine] - scores[:, 1 - mine]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=80))
+def test_a_single_spaced_sentence_has_its_pieces_tokens(pieces: list[str]) -> None:
+    """What the bound rests on: the tokens of a sentence whose only whitespace is single
+    spaces after its first piece are those of its pieces, each tokenised alone (special cases, affixes, URLs,
+    emoticons and all), so its logit is the sum of its pieces' sums."""
+    model = _MODEL
+    tokenizer, weights = model.load()
+    sentence = " ".join(pieces)
+    if sentence[:1] == " " or "  " in sentence:  # a space is a token there: no estimate
+        assert _MODEL.piece_weights().logits([sentence]) == [None]  # type: ignore[union-attr]
+        return
+    whole = sorted(tokenizer(sentence).to_array(ORTH).tolist())
+    parts = sorted(k for p in pieces for k in tokenizer(p).to_array(ORTH).tolist())
+    assert whole == parts
+    bound = model.piece_weights()
+    assert bound is not None
+    (estimate,) = bound.logits([sentence])
+    assert estimate is not None
+    assume(whole)  # (the classifier scores no empty sentence)
+    keys = [tokenizer(sentence).to_array(ORTH)]
+    assert abs(estimate - float(_logit(weights, keys)[0])) <= bound.margin
+
+
+_MODEL = DiagnosisModel()
+
+
+def test_piece_sums_are_within_the_margin_of_the_classifiers_logit(model: DiagnosisModel) -> None:
+    tokenizer, weights = model.load()
+    bound = model.piece_weights()
+    assert bound is not None and 0 < bound.margin < 0.1
+    texts = _varied_sentences()
+    estimates = bound.logits(texts)
+    exact = _logit(weights, token_keys(tokenizer, texts))
+    single = [i for i, t in enumerate(texts) if t.isprintable() and "  " not in t and t[:1] != " "]
+    assert len(single) > 400
+    for i, (text, estimate) in enumerate(zip(texts, estimates, strict=True)):
+        if i in single:
+            assert estimate is not None and abs(estimate - exact[i]) <= bound.margin, text
+        else:  # tabs, newlines, runs of spaces, other spaces: scored as they are
+            assert estimate is None, text
+    # the margin is what float32 rounding can do, not slack: the sums are far closer
+    assert max(abs(e - exact[i]) for i, e in enumerate(estimates) if e is not None) < bound.margin / 100
+
+
+def test_forgetting_the_pieces_changes_no_logit(
+    model: DiagnosisModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from analytics.analysis.tagging import diagnosis_bound
+    from analytics.analysis.tagging.diagnosis_bound import PieceWeights
+
+    tokenizer, weights = model.load()
+    texts = [t for t in _varied_sentences() if t.isprintable() and "  " not in t and t[:1] != " "]
+    expected = PieceWeights(tokenizer, weights, LABEL, True).logits(texts)
+    monkeypatch.setattr(diagnosis_bound, "PIECES_REMEMBERED", 50)
+    small = PieceWeights(tokenizer, weights, LABEL, True)
+    assert [small.logits(texts[i : i + 7]) for i in range(0, len(texts), 7)] == [
+        expected[i : i + 7] for i in range(0, len(texts), 7)
+    ]
+    assert len(small._sums) <= 50 + 7 * 60
+
+
+def test_the_best_sentences_reaching_a_threshold_are_those_of_all_sentences() -> None:
+    """``best(at_least=t)`` skips sentences that cannot reach ``t``: every text whose best
+    sentence reaches it has the same best sentence and probability as with all scored."""
+    texts = _varied_sentences()
+    rnd = random.Random(1)
+    texts += [". ".join(rnd.sample(texts, 3)) for _ in range(300)]  # several sentences each
+    threshold = DiagnosisModel().settings.threshold
+    everything = DiagnosisModel().best(texts)
+    reaching = DiagnosisModel().best(texts, at_least=threshold)
+    skipped = 0
+    for text, full, part in zip(texts, everything, reaching, strict=True):
+        if full is not None and full.probability >= threshold:
+            assert part == full, text
+        else:
+            assert part is None or part.probability < threshold, text
+            skipped += part is None and full is not None
+    assert sum(f is not None and f.probability >= threshold for f in everything) > 50
+    assert skipped > 100  # (the bound is used: most sentences are no diagnosis)
+
+
+def test_the_logit_a_threshold_needs() -> None:
+    from analytics.analysis.tagging.diagnosis_bound import needed_logit
+
+    model = DiagnosisModel()
+    a, b = model.settings.platt
+    needed = needed_logit(0.62, (a, b), 1e-6)
+    assert needed is not None
+    raw = 1 / (1 + math.exp(-needed))
+    assert model.calibrate(raw) == pytest.approx(0.62, abs=1e-9)
+    assert needed_logit(0.62, (-a, b), 1e-6) is None  # falls as the logit rises
+    assert needed_logit(0.62, (1.0, 20.0), 1e-6) is None  # the clipped lowest score reaches it
+    assert needed_logit(1.0, (a, b), 1e-6) is None

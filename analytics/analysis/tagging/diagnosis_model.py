@@ -23,6 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,9 @@ from spacy.vocab import Vocab
 
 from analytics.analysis.tagging.components import RuleError, quoted_regions
 
+if TYPE_CHECKING:
+    from analytics.analysis.tagging.diagnosis_bound import PieceWeights
+
 MODEL_DIR = Path(__file__).parent / "models" / "diagnosis"
 SETTINGS_FILE = "tagger.json"
 """Calibration and threshold written next to the pipeline by the training script."""
@@ -44,6 +48,8 @@ MIN_SENTENCE_CHARS = 15
 MAX_SENTENCE_CHARS = 400
 CACHE_SIZE = 50_000
 """Distinct sentences whose score is remembered (per model)."""
+RAW_CLIP = 1e-6
+"""Raw scores are clipped to ``[RAW_CLIP, 1 - RAW_CLIP]`` before calibration."""
 _SENTENCE = re.compile(r"[^\n](?:[^\n.!?]+|[.!?](?!\s))*(?:[.!?](?=\s)|\n|$)")
 """A sentence: one character, then everything up to and including the first newline or
 ``.!?`` before whitespace (or up to the end). The matches of the lazy ``[^\\n]+?`` followed
@@ -314,6 +320,8 @@ class DiagnosisModel:
         self._joinable = False
         """The tokenizer allows ``token_keys`` to tokenise texts together (set on loading)."""
         self._cache: dict[str, float] = {}
+        self._pieces: PieceWeights | None = None
+        """Logits of sentences from their pieces' (``diagnosis_bound``), once loaded."""
 
     def load(self, like: Tokenizer | None = None) -> tuple[Tokenizer, BowWeights]:
         """The pipeline's own tokenizer (not the whole pipeline: a third of the load time)
@@ -337,7 +345,18 @@ class DiagnosisModel:
                 tokenizer = Tokenizer(Vocab()).from_bytes(saved)
             self._joinable = joinable(tokenizer)
             self._loaded = (tokenizer, BowWeights.load(weights))
+            self._pieces = None
         return self._loaded
+
+    def piece_weights(self) -> PieceWeights | None:
+        """The logits of sentences from their pieces' (None for a classifier of other than
+        two classes)."""
+        from analytics.analysis.tagging.diagnosis_bound import PieceWeights
+
+        tokenizer, weights = self.load()
+        if self._pieces is None and len(weights.labels) == 2:
+            self._pieces = PieceWeights(tokenizer, weights, LABEL, self._joinable)
+        return self._pieces
 
     def pipeline(self) -> Language:
         """The trained spaCy pipeline itself: scoring does not use it, the tests that the
@@ -346,7 +365,7 @@ class DiagnosisModel:
 
     def calibrate(self, raw: float) -> float:
         a, b = self.settings.platt
-        raw = min(max(raw, 1e-6), 1 - 1e-6)
+        raw = min(max(raw, RAW_CLIP), 1 - RAW_CLIP)
         z = a * math.log(raw / (1 - raw)) + b
         return 1 / (1 + math.exp(-z))
 
@@ -364,22 +383,50 @@ class DiagnosisModel:
             self._cache.update(zip(fresh, probs, strict=True))
         return [self._cache[t] for t in texts]
 
+    def raw_scores_reaching(self, texts: list[str], at_least: float) -> list[float | None]:
+        """``raw_scores``, but None for the sentences whose calibrated probability cannot
+        reach ``at_least``: those the sums of their pieces show to be too low
+        (``diagnosis_bound``), which are not tokenised and scored."""
+        from analytics.analysis.tagging.diagnosis_bound import needed_logit
+
+        needed = needed_logit(at_least, self.settings.platt, RAW_CLIP)
+        pieces = self.piece_weights() if needed is not None else None
+        if needed is None or pieces is None:
+            return list(self.raw_scores(texts))
+        cache = self._cache
+        fresh = list(dict.fromkeys(t for t in texts if t not in cache))
+        floor = needed - pieces.margin
+        hopeless = {
+            t for t, d in zip(fresh, pieces.logits(fresh), strict=True) if d is not None and d < floor
+        }
+        scores = iter(self.raw_scores([t for t in texts if t not in hopeless]))
+        return [None if t in hopeless else next(scores) for t in texts]
+
     def best(
-        self, texts: list[str], quoted: Sequence[list[tuple[int, int]] | None] | None = None
+        self,
+        texts: list[str],
+        quoted: Sequence[list[tuple[int, int]] | None] | None = None,
+        at_least: float | None = None,
     ) -> list[SentenceScore | None]:
         """For each message text: its best-scoring candidate sentence (None without one).
         ``quoted``: for each text its ``quoted_regions``, or None where not known (the
-        Tagger found them for the prose rules already)."""
+        Tagger found them for the prose rules already). ``at_least``: only a probability
+        this high matters to the caller; sentences that cannot reach it are not scored
+        (``raw_scores_reaching``), and a text none of whose sentences can has None."""
         if quoted is None:
             quoted = [None] * len(texts)
         spans = [candidates(t, q) for t, q in zip(texts, quoted, strict=True)]
         flat = [t[a:b] for t, ss in zip(texts, spans, strict=True) for a, b in ss]
-        scores = iter(self.raw_scores(flat))
+        raw = self.raw_scores(flat) if at_least is None else self.raw_scores_reaching(flat, at_least)
+        scores = iter(raw)
         out: list[SentenceScore | None] = []
         for ss in spans:
             best: SentenceScore | None = None
             for a, b in ss:
-                p = self.calibrate(next(scores))
+                score = next(scores)
+                if score is None:
+                    continue
+                p = self.calibrate(score)
                 if best is None or p > best.probability:
                     best = SentenceScore(p, a, b)
             out.append(best)

@@ -240,7 +240,7 @@ class Tagger:
         tags: list[Tag] = []
         # (a no-op once loaded: warm_up loads it; this sees to a Tagger used without it)
         self.diagnosis.load(self._nlp.tokenizer if self._nlp is not None else None)
-        scored = self.diagnosis.best([t for _, t in todo], todo_quoted)
+        scored = self.diagnosis.best([t for _, t in todo], todo_quoted, at_least=threshold)
         for (ctx, text), best in zip(todo, scored, strict=True):
             if best is None or best.probability < threshold:
                 continue
