@@ -244,3 +244,20 @@ def test_the_logit_a_threshold_needs() -> None:
     assert needed_logit(0.62, (-a, b), 1e-6) is None  # falls as the logit rises
     assert needed_logit(0.62, (1.0, 20.0), 1e-6) is None  # the clipped lowest score reaches it
     assert needed_logit(1.0, (a, b), 1e-6) is None
+
+
+def test_sentences_scored_from_their_pieces_keys_score_as_tokenised() -> None:
+    """The sentences that may reach the threshold are scored from their pieces' keys where
+    the pieces are known: bit for bit the scores of their own tokens."""
+    texts = _varied_sentences()
+    threshold = DiagnosisModel().settings.threshold
+    model = DiagnosisModel()
+    reaching = model.raw_scores_reaching(texts, threshold)
+    exact = DiagnosisModel().raw_scores(texts)
+    pieces = model.piece_weights()
+    assert pieces is not None
+    keyed = [t for t, s in zip(texts, reaching, strict=True) if s is not None and pieces.keys(t) is not None]
+    assert len(keyed) > 20
+    assert [s for s in reaching if s is not None] == [
+        e for e, s in zip(exact, reaching, strict=True) if s is not None
+    ]

@@ -12,7 +12,8 @@ spaces after its first piece (``str.isprintable`` says the rest: every other whi
 character is a control or separator character) has the tokens of its pieces ``s.split(" ")``, each tokenised alone, and
 ``d`` is the bias plus the sum of its pieces' sums. Pieces are words and repeat: each piece's
 sum is remembered, and a sentence's ``d`` costs a split and a dictionary lookup per piece, a
-third of tokenising it.
+third of tokenising it; so are its tokens' keys, which give a sentence that must be scored
+its keys without tokenising it either.
 
 That ``d`` is summed in float64 in another order than the classifier's float32 sums, which
 differ from the exact sum by at most ``PieceWeights.margin`` (a bound on the rounding of up
@@ -30,6 +31,7 @@ from spacy.tokenizer import Tokenizer
 from analytics.analysis.tagging.diagnosis_model import (
     MAX_SENTENCE_CHARS,
     BowWeights,
+    Keys,
     murmurhash3_32,
     token_keys,
 )
@@ -54,6 +56,8 @@ class PieceWeights:
         self._length = np.uint32(len(weights.W))
         self.margin = _rounding_bound(weights)
         self._sums: dict[str, float] = {}
+        self._keys: dict[str, Keys] = {}
+        """The ORTH keys of each piece's tokens (those of ``_sums``)."""
 
     def logits(self, sentences: list[str]) -> list[float | None]:
         """For each sentence, its logit as the sum of its pieces' (within ``margin`` of the
@@ -79,6 +83,7 @@ class PieceWeights:
         if later:
             if len(sums) + len(unknown) > PIECES_REMEMBERED:
                 sums.clear()
+                self._keys.clear()
                 unknown = {p: None for _, pieces in later for p in pieces}
             self._learn(list(unknown))
             for i, pieces in later:
@@ -96,6 +101,16 @@ class PieceWeights:
         running = np.concatenate(([0.0], np.cumsum(terms)))
         totals = running[ends] - running[ends - lengths]
         self._sums.update(zip(pieces, totals.tolist(), strict=True))
+        self._keys.update(zip(pieces, keys, strict=True))
+
+    def keys(self, sentence: str) -> Keys | None:
+        """The ORTH keys of the tokens of a sentence ``logits`` gave a logit, from its
+        pieces' (in another order than its Doc's: the classifier sorts them), or None when
+        some piece is forgotten since."""
+        try:
+            return np.concatenate(list(map(self._keys.__getitem__, sentence.split(" "))))
+        except KeyError:
+            return None
 
 
 def _rounding_bound(weights: BowWeights) -> float:

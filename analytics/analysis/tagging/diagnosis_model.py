@@ -369,16 +369,22 @@ class DiagnosisModel:
         z = a * math.log(raw / (1 - raw)) + b
         return 1 / (1 + math.exp(-z))
 
-    def raw_scores(self, texts: list[str]) -> list[float]:
+    def raw_scores(self, texts: list[str], keyed: dict[str, Keys] | None = None) -> list[float]:
         """The classifier's uncalibrated ``diagnosis`` score for each sentence text: the
-        pipeline's ``doc.cats[LABEL]``."""
+        pipeline's ``doc.cats[LABEL]``. ``keyed``: the token keys of some of them, known
+        already (in any order), which are then not tokenised."""
         fresh = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if fresh:
             if len(self._cache) + len(fresh) > CACHE_SIZE:  # empty it but for what we read
                 wanted = set(texts)
                 self._cache = {t: s for t, s in self._cache.items() if t in wanted}
             tokenizer, weights = self.load()
-            keys = token_keys(tokenizer, fresh, self._joinable)
+            if keyed:
+                unkeyed = [t for t in fresh if t not in keyed]
+                tokenised = iter(token_keys(tokenizer, unkeyed, self._joinable))
+                keys = [keyed[t] if t in keyed else next(tokenised) for t in fresh]
+            else:
+                keys = token_keys(tokenizer, fresh, self._joinable)
             probs = weights.probabilities(keys)[:, weights.labels.index(LABEL)].tolist()
             self._cache.update(zip(fresh, probs, strict=True))
         return [self._cache[t] for t in texts]
@@ -386,7 +392,8 @@ class DiagnosisModel:
     def raw_scores_reaching(self, texts: list[str], at_least: float) -> list[float | None]:
         """``raw_scores``, but None for the sentences whose calibrated probability cannot
         reach ``at_least``: those the sums of their pieces show to be too low
-        (``diagnosis_bound``), which are not tokenised and scored."""
+        (``diagnosis_bound``), which are not tokenised and scored. The others are scored
+        from their pieces' keys where they have them."""
         from analytics.analysis.tagging.diagnosis_bound import needed_logit
 
         needed = needed_logit(at_least, self.settings.platt, RAW_CLIP)
@@ -396,10 +403,16 @@ class DiagnosisModel:
         cache = self._cache
         fresh = list(dict.fromkeys(t for t in texts if t not in cache))
         floor = needed - pieces.margin
-        hopeless = {
-            t for t, d in zip(fresh, pieces.logits(fresh), strict=True) if d is not None and d < floor
-        }
-        scores = iter(self.raw_scores([t for t in texts if t not in hopeless]))
+        hopeless: set[str] = set()
+        keyed: dict[str, Keys] = {}
+        for t, d in zip(fresh, pieces.logits(fresh), strict=True):
+            if d is None:
+                continue
+            if d < floor:
+                hopeless.add(t)
+            elif (keys := pieces.keys(t)) is not None:
+                keyed[t] = keys
+        scores = iter(self.raw_scores([t for t in texts if t not in hopeless], keyed))
         return [None if t in hopeless else next(scores) for t in texts]
 
     def best(
