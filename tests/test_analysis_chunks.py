@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from _samples import needs_worker, submitted_jobs, table_rows
 
@@ -25,6 +28,7 @@ from analytics.analysis.rows import (
     _MSG_COLS,
     _call_values,
     _message_values,
+    _pylist,
     contexts_from_rows,
     contexts_from_tables,
     for_tagging,
@@ -100,17 +104,38 @@ def test_row_values_name_the_columns_in_order() -> None:
     assert list(_call_values(("rowid", *_CALL_COLS))) == _CALL_COLS
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+def test_timestamps_read_from_the_buffers_are_arrows(unit: str) -> None:
+    """Naive timestamps go through numpy, read from the Arrow buffers: the datetimes
+    ``to_pylist`` gives, NULLs included, in chunked and sliced columns."""
+    from datetime import datetime, timedelta
+
+    rnd = random.Random(unit)
+    start = datetime(2026, 11, 30, 23, 59, 58)
+    values = [
+        None if rnd.random() < 0.2 else start + timedelta(microseconds=rnd.randint(-10**12, 10**12))
+        for _ in range(300)
+    ]
+    kind = pa.timestamp(unit)
+    array = pc.cast(pa.array(values, pa.timestamp("us")), kind, safe=False)
+    column = pa.chunked_array([array.slice(3, 100), array.slice(120), array.slice(0, 0)], kind)
+    assert _pylist(column) == column.to_pylist()
+    assert _pylist(column.slice(7, 150)) == column.slice(7, 150).to_pylist()
+    assert _pylist(pa.chunked_array([pa.nulls(4, kind)])) == [None] * 4
+
+
 _TAG_IN_FRESH_PROCESS = """
 import sys
 from analytics.analysis.run import Analyser
-columns = Analyser()._tag_packed(open(sys.argv[1], "rb").read())
-print(len(columns[0]), "pandas" in sys.modules)
+tag_columns, polling, stated, goals = Analyser()._tag_packed(open(sys.argv[1], "rb").read())
+print(len(tag_columns[0]), len(polling), "pandas" in sys.modules)
 """
 
 
 def test_the_worker_never_imports_pandas(sample_db: Path, tmp_path: Path) -> None:
-    """A chunk as the worker gets it is tagged without importing pandas (a fifth of a
-    second of the worker's: ``pa.array`` and numpy's conversions import it)."""
+    """A chunk as the worker gets it is tagged, and its polling loops and stated numbers
+    found, without importing pandas (a fifth of a second of the worker's: ``pa.array`` and
+    numpy's conversions import it)."""
     with duckdb.connect(str(sample_db), read_only=True) as con:
         sid = con.execute("SELECT session_id FROM messages ORDER BY 1 LIMIT 1").fetchone()[0]
         tables = load_tables(con, sid, 0, 10**6)
@@ -121,7 +146,7 @@ def test_the_worker_never_imports_pandas(sample_db: Path, tmp_path: Path) -> Non
         [sys.executable, "-c", _TAG_IN_FRESH_PROCESS, str(job)],
         capture_output=True, text=True, check=True,
     ).stdout.split()
-    assert int(out[0]) > 0 and out[1] == "False"
+    assert int(out[0]) > 0 and int(out[1]) > 0 and out[2] == "False"
 
 
 def test_fast_loader_builds_what_model_construct_builds(sample_db: Path) -> None:
@@ -690,14 +715,15 @@ def test_new_tag_rows_keeps_the_chunks_tags_and_the_unknown_ones_of_its_context(
 def test_the_tagger_reads_none_of_the_columns_the_worker_goes_without(
     sample_db: Path, tmp_path: Path
 ) -> None:
-    """The worker gets ``for_tagging`` tables (``UNTAGGED_COLUMNS`` all nulls): its tags are
-    those of the whole rows, on the bundled samples and on every test fixture."""
+    """The worker gets ``for_tagging`` tables (``UNTAGGED_COLUMNS`` all nulls): its tags and
+    ``chunk_facts`` (polling loops, stated numbers and goals) are those of the whole rows,
+    on the bundled samples and on every test fixture."""
     from analytics.analysis.rows import UNTAGGED_COLUMNS, for_tagging
 
     fixtures = tmp_path / "fixtures.duckdb"
     ingest([Path(__file__).parent / "fixtures"], db=fixtures, workers=1, build_index=False)
     tagger = Tagger()
-    checked = 0
+    checked = loops = timed_loops = 0
     for db in (sample_db, fixtures):
         with duckdb.connect(str(db), read_only=True) as con:
             for (sid,) in con.execute("SELECT session_id FROM sessions ORDER BY 1").fetchall():
@@ -714,8 +740,12 @@ def test_the_tagger_reads_none_of_the_columns_the_worker_goes_without(
                 assert tagger.tag(contexts_from_tables(stripped)) == tagger.tag(
                     contexts_from_tables(tables)
                 )
+                facts = run.chunk_facts(contexts_from_tables(stripped), stripped[0])
+                assert facts == run.chunk_facts(contexts_from_tables(tables), tables[0])
                 checked += tables[0].num_rows
-    assert checked > 1000
+                loops += len(facts[0])
+                timed_loops += sum(loop.waited_s is not None for loop in facts[0])
+    assert checked > 1000 and loops > 20 and timed_loops > 10
 
 
 @needs_worker

@@ -23,14 +23,14 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
-import pandas as pd
-
 from analytics.analysis.literals import Gated, lowered, text_of
 from analytics.analysis.tooling.launches import server_of
 from analytics.command_output import command_output
 from analytics.models import PROSE_SOURCES, Campaign, Lever
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from analytics.analysis.session import SessionFrames
 
 NO_EFFECT_PCT = 3.0
@@ -523,6 +523,7 @@ _ENV_ASSIGN = re.compile(r"(?:^|[\s;&(])(?:export\s+)?([A-Z][A-Z0-9_]{2,})=(\S*)
 
 def _command_events(tool_calls: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
     """Env changes in shell commands (``export NCCL_PROTO=LL``) and failures in outputs."""
+    import pandas as pd  # (not at import: the tagging worker reads the goals alone)
     events: list[Event] = []
     for row in tool_calls.itertuples(index=False):
         command = text_of(row.command)
@@ -554,6 +555,7 @@ def _failure_events(frames: SessionFrames) -> list[Event]:
 
 
 def _measure_events(measurements: pd.DataFrame, metrics: list[str]) -> list[Event]:
+    import pandas as pd  # (not at import: the tagging worker reads the goals alone)
     if measurements.empty:
         return []
     rows = measurements[measurements["metric"].isin(metrics)]
@@ -1102,6 +1104,7 @@ def _primary_label(
 ) -> str | None:
     """The load a campaign is judged at: the most measured label of ``metric``, among
     those at the ``concurrency`` the goal names when any was measured there."""
+    import pandas as pd  # (not at import: the tagging worker reads the goals alone)
     rows = (
         measurements[measurements["metric"] == metric] if not measurements.empty else measurements
     )
@@ -1262,6 +1265,7 @@ def _summarise(
     levers: list[Lever],
     lower_better: bool,
 ) -> Campaign:
+    import pandas as pd  # (not at import: the tagging worker reads the goals alone)
     m = _window(tool_measurements(frames.measurements), 0, end)
     values = m[(m["metric"] == metric)] if not m.empty else m
     if label is not None and not values.empty:

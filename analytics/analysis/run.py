@@ -140,23 +140,27 @@ class _Chunk:
     """Tags of ``before`` and the chunk, as ``tag_in_context`` returns them (``to_arrow``)."""
     claim_texts: dict[int, str | None] = field(default_factory=dict)
     """msg_idx -> text of the messages ``tags`` say claim readiness (``CLAIM_TAG``)."""
+    facts: ChunkFacts | None = None
+    """The chunk's ``chunk_facts``, found with its tags (added to ``outputs`` once written)."""
     outputs: MessageOutputs = field(default_factory=MessageOutputs)
 
     def tag_here(self, tagger: Tagger) -> list[MessageContext]:
-        """Tag the chunk in this process (no worker, or it failed); returns its contexts."""
+        """Tag the chunk in this process (no worker, or it failed), and find its
+        ``chunk_facts``; returns its contexts."""
         assert self.tables is not None and self.before is not None
         with timed("load contexts"):
             contexts = contexts_from_tables(self.tables)
             before = contexts_from_tables(self.before)
         with timed("tagging"):
-            self.tagged(to_arrow("tags", tag_in_context(tagger, contexts, before)))
+            tags = to_arrow("tags", tag_in_context(tagger, contexts, before))
+        self.tagged(tags, chunk_facts(contexts, self.tables[0]))
         return contexts
 
-    def tagged(self, tags: pa.Table) -> None:
-        """The chunk's tags are in: keep them, and the texts of the messages they say claim
-        readiness, and let go of the chunk's rows."""
+    def tagged(self, tags: pa.Table, facts: ChunkFacts) -> None:
+        """The chunk's tags and facts are in: keep them, and the texts of the messages the
+        tags say claim readiness, and let go of the chunk's rows."""
         assert self.tables is not None and self.before is not None
-        self.tags = tags
+        self.tags, self.facts = tags, facts
         self.claim_texts = texts_tagged(tags, CLAIM_TAG, self.before[0], self.tables[0])
         self.tables = self.before = None
 
@@ -185,6 +189,35 @@ def tag_in_context(
     batch = [c for c in before if c.message.msg_idx not in mine] + contexts
     batch.sort(key=lambda c: c.message.msg_idx)
     return tagger.tag(batch)
+
+
+ChunkFacts = tuple[list[PollingLoop], list[Measurement], list["Goal"]]
+"""A chunk's polling loops, the numbers stated in its prose and the goals stated there."""
+
+
+def chunk_facts(contexts: list[MessageContext], messages: pa.Table) -> ChunkFacts:
+    """What a chunk holds besides its tags that needs nothing from the chunks before it:
+    the polling loops of ``contexts`` (all the chunk's messages with their calls), and the
+    numbers and goals stated in the prose of ``messages`` (the chunk's ``load_tables``
+    messages). The tagging worker finds them with the tags, the ingest process being the
+    busier one; a chunk tagged here finds them here."""
+    from analytics.analysis.campaigns import goals_in
+    from analytics.analysis.stated import prose_rows, stated_in_rows
+
+    with timed("polling"):
+        polling = polling_loops(contexts)
+    with timed("stated numbers"):
+        prose = prose_rows(messages)
+        goals = goals_in((i, role, t) for _, i, role, t in prose)  # (a goal is stated in one message)
+        return polling, stated_in_rows(prose), goals
+
+
+def polling_loops(contexts: list[MessageContext]) -> list[PollingLoop]:
+    """The polling loops of the calls ``contexts`` make, in order."""
+    from analytics.analysis.tagging import analyse_polling
+
+    # (a loop is a call the message makes, not a result it carries)
+    return [loop for ctx in contexts if ctx.calls for loop in analyse_polling(ctx)]
 
 
 def new_tag_rows(tags: pa.Table, mine: set[int], known: set[tuple[int, str]]) -> pa.Table:
@@ -274,17 +307,17 @@ class Analyser:
         )
         return out
 
-    def _analyse_calls(self, contexts: list[MessageContext]) -> MessageOutputs:
-        """Everything but the tags and the numbers stated in prose: polling loops and
-        tooling facts."""
-        from analytics.analysis.tagging import analyse_polling
+    def _analyse_calls(
+        self, contexts: list[MessageContext], polling: bool = True
+    ) -> MessageOutputs:
+        """Everything but the tags and the numbers stated in prose: polling loops (unless
+        ``polling`` is false: ``chunk_facts`` finds them) and tooling facts."""
         from analytics.analysis.tagging.polling import rechecks
 
         out = MessageOutputs()
         with timed("polling"):
-            for ctx in contexts:
-                if ctx.calls:  # (a loop is a call the message makes, not a result it carries)
-                    out.polling.extend(analyse_polling(ctx))
+            if polling:
+                out.polling.extend(polling_loops(contexts))
             out.rechecks = rechecks(contexts)
         with timed("tooling"):
             session_id: str | None = None
@@ -316,21 +349,23 @@ class Analyser:
         see :meth:`MessageRun.close`)."""
         return MessageRun(self, con, session_id, start_idx, extra_idx).finish(meanwhile)
 
-    def _tag_packed(self, packed: bytes | pa.Buffer | memoryview) -> list[list[Any]]:
+    def _tag_packed(
+        self, packed: bytes | pa.Buffer | memoryview
+    ) -> tuple[list[list[Any]], list[PollingLoop], list[Measurement], list[Goal]]:
         """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
-        before it, handed over as ``pack(*margin, *chunk)``; the tags as the columns of
+        before it, handed over as ``pack(*margin, *chunk)``, and the chunk's other findings
+        that need no state (``chunk_facts``); the tags as the columns of
         their table (``to_columns``: no pydantic record to unpickle in the ingest process,
         which makes the table of them, ``from_columns``). Not the table itself: the first
         ``pa.array`` call of a process imports pandas, which the ingest process has done
         already, and which would cost the worker, the ingest's critical path, a fifth of
         a second."""
         before_msgs, before_calls, msgs, calls = unpack(packed, 4)
+        contexts = contexts_from_tables((msgs, calls))
         tags = tag_in_context(
-            self.tagger,
-            contexts_from_tables((msgs, calls)),
-            contexts_from_tables((before_msgs, before_calls)),
+            self.tagger, contexts, contexts_from_tables((before_msgs, before_calls))
         )
-        return to_columns("tags", tags)
+        return to_columns("tags", tags), *chunk_facts(contexts, msgs)
 
     def _restore_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
         from analytics.analysis.tooling import ToolingExtractor
@@ -598,8 +633,6 @@ class MessageRun:
         """Analyse the messages up to ``msg_idx`` ``upto``: whole chunks only unless
         ``final`` (then the last, shorter one too). ``records``: the session's rows as they
         were stored, read instead of the database."""
-        from analytics.analysis.campaigns import goals_in
-        from analytics.analysis.stated import prose_rows, stated_in_rows
         from analytics.analysis.tagging import worker as tag_worker
 
         lo, analyser = self.next_lo, self.analyser
@@ -637,6 +670,7 @@ class MessageRun:
                 contexts: list[MessageContext] | None = None
                 if not indices:
                     chunk.tags, chunk.tables, chunk.before = to_arrow("tags", []), None, None
+                    chunk.facts = ([], [], [])
                 elif worker is not None and not worker.gone and (
                     worker.outstanding < backlog or self._waited_for(worker, backlog, final)
                 ):
@@ -651,13 +685,9 @@ class MessageRun:
                             contexts = contexts_from_tables(with_calls(tables))
                         else:
                             contexts = records.call_contexts(lo, hi)
-                chunk.outputs = analyser._analyse_calls(contexts)
+                # (the chunk's polling loops are among its facts, found with its tags)
+                chunk.outputs = analyser._analyse_calls(contexts, polling=False)
                 self.rechecks |= chunk.outputs.rechecks
-                with timed("stated numbers"):  # (contexts may hold only messages with calls)
-                    prose = prose_rows(tables[0])
-                    chunk.outputs.measurements.extend(stated_in_rows(prose))
-                    if self.seen.goals is not None:  # (a goal is stated in one message)
-                        self.seen.goals.extend(goals_in((i, role, t) for _, i, role, t in prose))
                 self.pending.append(chunk)
                 self._write_done(block=False)
             # the next chunk's context: the last TAG_MARGIN messages, not the whole chunk
@@ -798,10 +828,17 @@ class MessageRun:
                 if columns is None:
                     break
                 # (answers come in order)
-                head.tagged(from_columns("tags", columns))
+                tag_columns, polling, stated, goals = columns
+                head.tagged(from_columns("tags", tag_columns), (polling, stated, goals))
                 continue
             pending.popleft()
             self._popped_tail = head.tail
+            assert head.facts is not None
+            polling, stated, goals = head.facts
+            head.outputs.polling.extend(polling)
+            head.outputs.measurements.extend(stated)  # (after the tooling's, as they were)
+            if self.seen.goals is not None:  # (chunks are written in order)
+                self.seen.goals.extend(goals)
             tags = head.outputs.tags = new_tag_rows(head.tags, head.mine, self.known)
             self.seen.claim_texts.update(head.claim_texts)
             self.unwritten.append(head.outputs)

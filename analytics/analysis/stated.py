@@ -148,7 +148,9 @@ def _unquoted(m: re.Match[str]) -> str:
     return inline if inline and _IDENTIFIER.fullmatch(inline) else " "
 
 
-_PROSE_ROLES = pa.array(["user", "assistant"])
+_PROSE_ROLES = "^(?:user|assistant)$"
+"""The roles of prose, as a regex over the role column: a ``value_set`` (``pa.array``) would
+import pandas in the tagging worker, which reads prose rows too (``run.chunk_facts``)."""
 
 
 def stated_measurements(msg: Message) -> list[Measurement]:
@@ -168,7 +170,7 @@ def prose_rows(messages: pa.Table) -> list[ProseRow]:
     if not messages.num_rows:
         return []
     prose = messages.filter(pc.and_(
-        pc.is_in(messages["role"], _PROSE_ROLES),
+        pc.match_substring_regex(messages["role"], _PROSE_ROLES),
         pc.match_substring_regex(messages["text"], number_filter_re2()),
     ))
     return list(zip(
