@@ -111,6 +111,30 @@ def test_streamed_analysis_stores_what_one_pass_does(
 
 
 @needs_worker
+@pytest.mark.parametrize("facts_backlog", [0, 10**6])
+def test_a_chunk_s_facts_are_the_same_whichever_process_finds_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
+    facts_backlog: int,
+) -> None:
+    """The worker finds a chunk's polling loops and stated numbers and goals with its tags
+    unless it is behind, when the ingest process finds them: all in one process or all in
+    the other, the analysis is the one pass's."""
+    from analytics.analysis.rows import unpack
+
+    reference = _analysis(_reference(tmp_path, [SAMPLES], monkeypatch))
+    monkeypatch.setenv(tag_worker.ENV_SWITCH, "1")
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", 0)
+    monkeypatch.setattr(run.MessageRun, "FACTS_BACKLOG", facts_backlog)
+    submitted = submitted_jobs(monkeypatch)
+    db = tmp_path / "streamed.duckdb"
+    assert not ingest([SAMPLES], db=db, build_index=False).errors
+    asked = {unpack(job, 4)[2].schema.metadata[run.FACTS_KEY] for job in submitted}  # type: ignore[arg-type]
+    assert len(streams) >= 3 and len(submitted) > 10
+    assert asked == ({b"0"} if facts_backlog == 0 else {b"1"})
+    assert _analysis(db) == reference
+
+
+@needs_worker
 def test_a_worker_forked_for_a_short_file_is_stopped(
     tmp_path: Path, streams: list[dict[str, Any]], forked: list[int]
 ) -> None:

@@ -156,11 +156,14 @@ class _Chunk:
         self.tagged(tags, chunk_facts(contexts, self.tables[0]))
         return contexts
 
-    def tagged(self, tags: pa.Table, facts: ChunkFacts) -> None:
-        """The chunk's tags and facts are in: keep them, and the texts of the messages the
-        tags say claim readiness, and let go of the chunk's rows."""
+    def tagged(self, tags: pa.Table, facts: ChunkFacts | None) -> None:
+        """The chunk's tags are in, with its facts unless they were found already: keep
+        them, and the texts of the messages the tags say claim readiness, and let go of the
+        chunk's rows."""
         assert self.tables is not None and self.before is not None
-        self.tags, self.facts = tags, facts
+        self.tags = tags
+        if facts is not None:
+            self.facts = facts
         self.claim_texts = texts_tagged(tags, CLAIM_TAG, self.before[0], self.tables[0])
         self.tables = self.before = None
 
@@ -193,6 +196,9 @@ def tag_in_context(
 
 ChunkFacts = tuple[list[PollingLoop], list[Measurement], list["Goal"]]
 """A chunk's polling loops, the numbers stated in its prose and the goals stated there."""
+FACTS_KEY = b"transcripts.chunk_facts"
+"""Schema metadata of a chunk's messages handed to the worker: ``b"1"`` asks it for the
+chunk's ``chunk_facts`` besides the tags."""
 
 
 def chunk_facts(contexts: list[MessageContext], messages: pa.Table) -> ChunkFacts:
@@ -351,10 +357,11 @@ class Analyser:
 
     def _tag_packed(
         self, packed: bytes | pa.Buffer | memoryview
-    ) -> tuple[list[list[Any]], list[PollingLoop], list[Measurement], list[Goal]]:
+    ) -> tuple[list[list[Any]], ChunkFacts | None]:
         """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
-        before it, handed over as ``pack(*margin, *chunk)``, and the chunk's other findings
-        that need no state (``chunk_facts``); the tags as the columns of
+        before it, handed over as ``pack(*margin, *chunk)``, and, when the chunk's table of
+        messages says so (``FACTS_KEY``), its other findings that need no state
+        (``chunk_facts``; None otherwise); the tags as the columns of
         their table (``to_columns``: no pydantic record to unpickle in the ingest process,
         which makes the table of them, ``from_columns``). Not the table itself: the first
         ``pa.array`` call of a process imports pandas, which the ingest process has done
@@ -365,7 +372,8 @@ class Analyser:
         tags = tag_in_context(
             self.tagger, contexts, contexts_from_tables((before_msgs, before_calls))
         )
-        return to_columns("tags", tags), *chunk_facts(contexts, msgs)
+        wanted = (msgs.schema.metadata or {}).get(FACTS_KEY) == b"1"
+        return to_columns("tags", tags), chunk_facts(contexts, msgs) if wanted else None
 
     def _restore_tooling(self, con: duckdb.DuckDBPyConnection, session_id: str) -> None:
         from analytics.analysis.tooling import ToolingExtractor
@@ -554,6 +562,9 @@ class MessageRun:
     STREAM_BACKLOG = 8
     """The same while the ingest is still parsing (this process has better things to do),
     or while the tagger is not loaded in this process."""
+    FACTS_BACKLOG = 2
+    """Chunks the worker holds (the one it tags and one waiting) from which this process
+    finds the ``chunk_facts`` of the next one itself."""
     WRITE_ROWS = 50_000
     """Output rows of analysed chunks held before they are appended together: an append
     costs about a millisecond whatever its size, and a chunk has five tables."""
@@ -668,13 +679,19 @@ class MessageRun:
                     tail=indices[-TAG_MARGIN] if len(indices) >= TAG_MARGIN else lo,
                 )
                 contexts: list[MessageContext] | None = None
+                facts_here = False
                 if not indices:
                     chunk.tags, chunk.tables, chunk.before = to_arrow("tags", []), None, None
                     chunk.facts = ([], [], [])
                 elif worker is not None and not worker.gone and (
                     worker.outstanding < backlog or self._waited_for(worker, backlog, final)
                 ):
-                    worker.submit(pack(*for_tagging(self.before), *for_tagging(tables)))
+                    # The worker finds the chunk's facts too unless it is behind: then this
+                    # process, which would wait for it sooner or later, finds them.
+                    facts_here = worker.outstanding >= self.FACTS_BACKLOG
+                    msgs, calls = for_tagging(tables)
+                    msgs = msgs.replace_schema_metadata({FACTS_KEY: b"0" if facts_here else b"1"})
+                    worker.submit(pack(*for_tagging(self.before), msgs, calls))
                 else:  # no worker, or it has enough to do: tag this chunk here
                     contexts = chunk.tag_here(analyser.tagger)
                 if contexts is None:  # the polling and tooling analysers read only these
@@ -685,7 +702,9 @@ class MessageRun:
                             contexts = contexts_from_tables(with_calls(tables))
                         else:
                             contexts = records.call_contexts(lo, hi)
-                # (the chunk's polling loops are among its facts, found with its tags)
+                    if facts_here:  # (the polling loops are those of the messages with calls)
+                        chunk.facts = chunk_facts(contexts, tables[0])
+                # (the chunk's polling loops are among its facts)
                 chunk.outputs = analyser._analyse_calls(contexts, polling=False)
                 self.rechecks |= chunk.outputs.rechecks
                 self.pending.append(chunk)
@@ -828,8 +847,8 @@ class MessageRun:
                 if columns is None:
                     break
                 # (answers come in order)
-                tag_columns, polling, stated, goals = columns
-                head.tagged(from_columns("tags", tag_columns), (polling, stated, goals))
+                tag_columns, facts = columns
+                head.tagged(from_columns("tags", tag_columns), facts)
                 continue
             pending.popleft()
             self._popped_tail = head.tail
