@@ -141,7 +141,8 @@ class _Chunk:
     claim_texts: dict[int, str | None] = field(default_factory=dict)
     """msg_idx -> text of the messages ``tags`` say claim readiness (``CLAIM_TAG``)."""
     facts: ChunkFacts | None = None
-    """The chunk's ``chunk_facts``, found with its tags (added to ``outputs`` once written)."""
+    """The chunk's ``chunk_facts``, found when it is handed over or with its tags (added to
+    ``outputs`` once written)."""
     outputs: MessageOutputs = field(default_factory=MessageOutputs)
 
     def tag_here(self, tagger: Tagger) -> list[MessageContext]:
@@ -205,8 +206,9 @@ def chunk_facts(contexts: list[MessageContext], messages: pa.Table) -> ChunkFact
     """What a chunk holds besides its tags that needs nothing from the chunks before it:
     the polling loops of ``contexts`` (all the chunk's messages with their calls), and the
     numbers and goals stated in the prose of ``messages`` (the chunk's ``load_tables``
-    messages). The tagging worker finds them with the tags, the ingest process being the
-    busier one; a chunk tagged here finds them here."""
+    messages). The tagging worker finds them with the tags, or the ingest process when
+    the worker is behind (``MessageRun.FACTS_BACKLOG``); a chunk tagged here finds them
+    here. Either way the same: the polling loops are those of the messages with calls."""
     from analytics.analysis.campaigns import goals_in
     from analytics.analysis.stated import prose_rows, stated_in_rows
 
