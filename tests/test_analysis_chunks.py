@@ -345,6 +345,10 @@ def test_buffers_too_large_for_the_ring_go_through_the_pipe(
     try:
         for p in packed:
             worker.submit(p)
+        deadline = time.monotonic() + 60
+        while worker.unanswered and time.monotonic() < deadline:  # answered, not taken
+            time.sleep(0.01)
+        assert worker.unanswered == 0 and worker.outstanding == len(packed)
         got = [worker.take(block=True) for _ in packed]
     finally:
         worker.close()

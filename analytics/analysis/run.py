@@ -565,8 +565,8 @@ class MessageRun:
     """The same while the ingest is still parsing (this process has better things to do),
     or while the tagger is not loaded in this process."""
     FACTS_BACKLOG = 2
-    """Chunks the worker holds (the one it tags and one waiting) from which this process
-    finds the ``chunk_facts`` of the next one itself."""
+    """Chunks the worker has not answered (the one it tags and one waiting) from which this
+    process finds the ``chunk_facts`` of the next one itself."""
     WRITE_ROWS = 50_000
     """Output rows of analysed chunks held before they are appended together: an append
     costs about a millisecond whatever its size, and a chunk has five tables."""
@@ -690,7 +690,7 @@ class MessageRun:
                 ):
                     # The worker finds the chunk's facts too unless it is behind: then this
                     # process, which would wait for it sooner or later, finds them.
-                    facts_here = worker.outstanding >= self.FACTS_BACKLOG
+                    facts_here = worker.unanswered >= self.FACTS_BACKLOG
                     msgs, calls = for_tagging(tables)
                     msgs = msgs.replace_schema_metadata({FACTS_KEY: b"0" if facts_here else b"1"})
                     worker.submit(pack(*for_tagging(self.before), msgs, calls))

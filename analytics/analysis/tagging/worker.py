@@ -174,6 +174,12 @@ class TagWorker:
         except OSError:  # the child is gone: the receiver says so
             pass
 
+    @property
+    def unanswered(self) -> int:
+        """Jobs submitted that the child has not answered yet (``outstanding`` counts the
+        answers that came in but were not taken too)."""
+        return self.outstanding - self._inbox.qsize()
+
     def take(self, block: bool) -> Any | None:
         """Tags of the oldest chunk still out (None when ``block`` is false and they are not
         there yet); raises ``WorkerGone`` when the worker cannot deliver them."""
