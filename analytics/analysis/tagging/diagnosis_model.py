@@ -379,12 +379,10 @@ class DiagnosisModel:
                 wanted = set(texts)
                 self._cache = {t: s for t, s in self._cache.items() if t in wanted}
             tokenizer, weights = self.load()
-            if keyed:
-                unkeyed = [t for t in fresh if t not in keyed]
-                tokenised = iter(token_keys(tokenizer, unkeyed, self._joinable))
-                keys = [keyed[t] if t in keyed else next(tokenised) for t in fresh]
-            else:
-                keys = token_keys(tokenizer, fresh, self._joinable)
+            keyed = keyed or {}
+            unkeyed = [t for t in fresh if t not in keyed]
+            tokenised = iter(token_keys(tokenizer, unkeyed, self._joinable))
+            keys = [keyed[t] if t in keyed else next(tokenised) for t in fresh]
             probs = weights.probabilities(keys)[:, weights.labels.index(LABEL)].tolist()
             self._cache.update(zip(fresh, probs, strict=True))
         return [self._cache[t] for t in texts]
