@@ -150,31 +150,31 @@ def _logit(weights: BowWeights, keys: list[np.ndarray]) -> np.ndarray:
     return scores[:, mine] - scores[:, 1 - mine]
 
 
+_MODEL = DiagnosisModel()
+"""(hypothesis calls the test below many times: one model for all of them)"""
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=80))
 def test_a_single_spaced_sentence_has_its_pieces_tokens(pieces: list[str]) -> None:
     """What the bound rests on: the tokens of a sentence whose only whitespace is single
-    spaces after its first piece are those of its pieces, each tokenised alone (special cases, affixes, URLs,
-    emoticons and all), so its logit is the sum of its pieces' sums."""
-    model = _MODEL
-    tokenizer, weights = model.load()
+    spaces after its first piece are those of its pieces, each tokenised alone (special
+    cases, affixes, URLs, emoticons and all), so its logit is the sum of its pieces' sums."""
+    tokenizer, weights = _MODEL.load()
+    bound = _MODEL.piece_weights()
+    assert bound is not None
     sentence = " ".join(pieces)
     if sentence[:1] == " " or "  " in sentence:  # a space is a token there: no estimate
-        assert _MODEL.piece_weights().logits([sentence]) == [None]  # type: ignore[union-attr]
+        assert bound.logits([sentence]) == [None]
         return
     whole = sorted(tokenizer(sentence).to_array(ORTH).tolist())
     parts = sorted(k for p in pieces for k in tokenizer(p).to_array(ORTH).tolist())
     assert whole == parts
-    bound = model.piece_weights()
-    assert bound is not None
     (estimate,) = bound.logits([sentence])
     assert estimate is not None
     assume(whole)  # (the classifier scores no empty sentence)
     keys = [tokenizer(sentence).to_array(ORTH)]
     assert abs(estimate - float(_logit(weights, keys)[0])) <= bound.margin
-
-
-_MODEL = DiagnosisModel()
 
 
 def test_piece_sums_are_within_the_margin_of_the_classifiers_logit(model: DiagnosisModel) -> None:

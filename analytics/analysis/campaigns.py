@@ -47,6 +47,15 @@ _ASSISTANT_FAILURE = Gated.compile(
 # --------------------------------------------------------------------------- knowledge
 
 
+def _isna(value: object) -> bool:
+    """``pd.isna`` of a table's value: pandas is imported when first asked, not with this
+    module, which the tagging worker imports for the goals stated in prose and which has no
+    pandas loaded (a fifth of a second)."""
+    import pandas as pd
+
+    return bool(pd.isna(value))
+
+
 def _load(name: str) -> dict[str, Any]:
     text = resources.files("analytics.analysis").joinpath("data", name).read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
@@ -523,7 +532,6 @@ _ENV_ASSIGN = re.compile(r"(?:^|[\s;&(])(?:export\s+)?([A-Z][A-Z0-9_]{2,})=(\S*)
 
 def _command_events(tool_calls: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
     """Env changes in shell commands (``export NCCL_PROTO=LL``) and failures in outputs."""
-    import pandas as pd  # (not at import: the tagging worker reads the goals alone)
     events: list[Event] = []
     for row in tool_calls.itertuples(index=False):
         command = text_of(row.command)
@@ -537,7 +545,7 @@ def _command_events(tool_calls: pd.DataFrame, vocab: Vocabulary) -> list[Event]:
             continue
         kind = failure_kind(command_output(text_of(row.output)).text)
         if kind:
-            at = row.result_msg_idx if pd.notna(row.result_msg_idx) else row.msg_idx
+            at = row.result_msg_idx if not _isna(row.result_msg_idx) else row.msg_idx
             events.append(Event(int(at), 2, "fail", detail=kind))
     return events
 
@@ -555,13 +563,12 @@ def _failure_events(frames: SessionFrames) -> list[Event]:
 
 
 def _measure_events(measurements: pd.DataFrame, metrics: list[str]) -> list[Event]:
-    import pandas as pd  # (not at import: the tagging worker reads the goals alone)
     if measurements.empty:
         return []
     rows = measurements[measurements["metric"].isin(metrics)]
     events = []
     for r in rows.itertuples(index=False):
-        label = None if pd.isna(r.label) else str(r.label)
+        label = None if _isna(r.label) else str(r.label)
         events.append(
             Event(
                 int(r.msg_idx),
@@ -1104,13 +1111,12 @@ def _primary_label(
 ) -> str | None:
     """The load a campaign is judged at: the most measured label of ``metric``, among
     those at the ``concurrency`` the goal names when any was measured there."""
-    import pandas as pd  # (not at import: the tagging worker reads the goals alone)
     rows = (
         measurements[measurements["metric"] == metric] if not measurements.empty else measurements
     )
     if rows.empty:
         return None
-    found = [comparable_label(None if pd.isna(v) else str(v)) or "" for v in rows["label"]]
+    found = [comparable_label(None if _isna(v) else str(v)) or "" for v in rows["label"]]
     named = [lb for lb in found if label_keys(lb).get("concurrency") == str(concurrency)]
     labels = Counter(named or found)
     best = sorted(labels.items(), key=lambda kv: -kv[1])[0][0]
@@ -1265,11 +1271,10 @@ def _summarise(
     levers: list[Lever],
     lower_better: bool,
 ) -> Campaign:
-    import pandas as pd  # (not at import: the tagging worker reads the goals alone)
     m = _window(tool_measurements(frames.measurements), 0, end)
     values = m[(m["metric"] == metric)] if not m.empty else m
     if label is not None and not values.empty:
-        same = [comparable_label(None if pd.isna(v) else str(v)) == label for v in values["label"]]
+        same = [comparable_label(None if _isna(v) else str(v)) == label for v in values["label"]]
         values = values[same]
     after_goal = values[values["msg_idx"] >= goal.msg_idx] if not values.empty else values
     pool = after_goal if not after_goal.empty else values

@@ -345,7 +345,6 @@ class DiagnosisModel:
                 tokenizer = Tokenizer(Vocab()).from_bytes(saved)
             self._joinable = joinable(tokenizer)
             self._loaded = (tokenizer, BowWeights.load(weights))
-            self._pieces = None
         return self._loaded
 
     def piece_weights(self) -> PieceWeights | None:
