@@ -196,6 +196,36 @@ _HASHING = ThreadPoolExecutor(1, thread_name_prefix="transcripts-hash")
 """Hashes new files while they are parsed (see ``Ingestor.ingest_unit``)."""
 
 
+class _HashOnFreeCore:
+    """The sha256 of a file's first ``size`` bytes, hashed on the hashing thread once
+    :meth:`start` is called, i.e. once a core is free, or once asked for (:meth:`result`).
+
+    A large file is parsed with the tagging worker on the second core: both cores are
+    busy until the worker answers its last chunk, and a hash (0.1-0.2 s for 170 MB) taken
+    meanwhile takes its time from one of them; the ingest process's work after that (the
+    readiness verdicts, the session analysis) leaves the second core idle."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self._go, self._cancel = threading.Event(), threading.Event()
+        self._hashed = _HASHING.submit(self._hash, path, size)
+
+    def _hash(self, path: Path, size: int) -> str:
+        self._go.wait()
+        return content_sha(path, size, self._cancel)
+
+    def start(self) -> None:
+        self._go.set()
+
+    def result(self) -> str:
+        self._go.set()
+        return self._hashed.result()
+
+    def cancel(self) -> None:
+        """Not needed (a failed load): stop, or never start."""
+        self._cancel.set()
+        self._go.set()
+
+
 def content_sha(
     path: Path, limit: int | None = None, cancel: threading.Event | None = None
 ) -> str:
@@ -349,14 +379,14 @@ class Ingestor:
         kind = compression_of(path) if path.is_file() else None
         if prev is None and path.is_file():
             # Nothing stored to compare with: the file (its first ``size`` bytes) is hashed
-            # on a thread while it is parsed; hashlib and reads release the GIL.
-            cancel = threading.Event()
-            hashing = _HASHING.submit(content_sha, path, size, cancel)
+            # on a thread as soon as a core is free; hashlib and reads release the GIL.
+            hashing = _HashOnFreeCore(path, size)
             try:
                 return self._load_in_transaction(
-                    path, key, fmt, module, size, mtime, hashing.result, kind=kind)
+                    path, key, fmt, module, size, mtime, hashing.result, kind=kind,
+                    core_free=hashing.start)
             except BaseException:
-                cancel.set()  # (a failed file: its hash is not needed, and not waited for)
+                hashing.cancel()  # (a failed file: its hash is not needed, and not waited for)
                 raise
         appendable = getattr(module, "APPENDABLE", False) and path.is_file() and current
         appendable = appendable and kind is None
@@ -417,6 +447,7 @@ class Ingestor:
         self, path: Path, key: str, fmt: str, module: Any, size: int, mtime: float,
         sha_of: Callable[[], str], prev: dict[str, Any] | None = None,
         resume: Resume | None = None, kind: str | None = None,
+        core_free: Callable[[], object] | None = None,
     ) -> FileResult:
         """``_load`` in a transaction of its own; a file compressed with ``kind`` is read
         through a decompressed copy."""
@@ -424,7 +455,8 @@ class Ingestor:
             self.con.execute("BEGIN TRANSACTION")
             try:
                 result = self._load(
-                    readable, key, fmt, module, size, mtime, sha_of, prev, resume, kind is not None)
+                    readable, key, fmt, module, size, mtime, sha_of, prev, resume,
+                    kind is not None, core_free)
                 self.con.execute("COMMIT")
             except BaseException:
                 self.con.execute("ROLLBACK")
@@ -561,9 +593,12 @@ class Ingestor:
         prev: dict[str, Any] | None,
         resume: Resume | None,
         whole: bool = False,
+        core_free: Callable[[], object] | None = None,
     ) -> FileResult:
         """Parse, store and analyse ``path`` as the file ``key``. ``whole``: ``path`` is a
-        copy of ``key`` (decompressed), whose offsets are not the file's: never appended."""
+        copy of ``key`` (decompressed), whose offsets are not the file's: never appended.
+        ``core_free``: called when this process leaves a core free (at once, but for a file
+        whose tagging worker is forked before the parse: when the worker is done)."""
         from analytics.ingest_load import AnalysisStream, FileLoader
         from analytics.models import Ledger
 
@@ -612,7 +647,9 @@ class Ingestor:
         loader = FileLoader(con, key, self.redactor, owner_of, staging)
         if self.analyser is not None and staging is None and resume is None:
             # Rows are in the database as they are parsed: analyse while parsing.
-            loader.stream = AnalysisStream(self.analyser, con, size)
+            loader.stream = AnalysisStream(self.analyser, con, size, core_free)
+        elif core_free is not None:
+            core_free()
         ledger = Ledger()
         try:
             touched = self._parse(module, path, ledger, resume, loader, staging)

@@ -301,7 +301,12 @@ class AnalysisStream:
     (they changed its rows in the database only): then it is read from the database.
     """
 
-    def __init__(self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int) -> None:
+    def __init__(
+        self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int,
+        core_free: Callable[[], object] | None = None,
+    ) -> None:
+        """``core_free``: called once the worker forked for the file is done (at once
+        when none is), whoever holds it then."""
         from analytics.analysis.tagging import worker as tag_worker
 
         self.analyser, self.con = analyser, con
@@ -313,6 +318,11 @@ class AnalysisStream:
         are parsed; the run takes it over (or it is stopped unused)."""
         if size >= PREFORK_BYTES:
             self.worker = tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
+        if core_free is not None:
+            if self.worker is not None:
+                self.worker.when_done(core_free)
+            else:
+                core_free()
         from analytics.analysis.run import CHUNK
 
         self.first_chunk_messages = CHUNK + STREAM_LAG

@@ -451,6 +451,69 @@ def test_a_helper_that_dies_midway_leaves_the_rest_to_the_worker() -> None:
     assert pids[5] == pids[0] and len(set(pids)) == 2  # the helper answered its first job
 
 
+def _called_within(calls: list[int], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bool(calls)
+
+
+@needs_worker
+def test_a_worker_is_done_once_it_answered_the_jobs_after_the_last() -> None:
+    """``when_done`` callbacks run once every job submitted is answered and no more will
+    come, once each; one given after that runs at once."""
+    worker = tag_worker.TagWorker(_slow_tag)
+    unanswered: list[int] = []  # (when called)
+    try:
+        worker.when_done(lambda: unanswered.append(worker.unanswered))
+        for job in range(2):
+            worker.submit(job)
+        assert all(worker.take(block=True) for _ in range(2))
+        assert not unanswered  # all answered, but more may come
+        worker.last_submitted()
+        assert unanswered == [0]  # (at once: nothing is out)
+        later = tag_worker.TagWorker(_slow_tag)
+        later_unanswered: list[int] = []
+        try:
+            later.when_done(lambda: later_unanswered.append(later.unanswered))
+            for job in range(3):
+                later.submit(job)
+            later.last_submitted()
+            assert _called_within(later_unanswered) and later_unanswered == [0]
+            assert all(later.take(block=True) for _ in range(3))
+            again: list[int] = []
+            later.when_done(lambda: again.append(1))
+            assert again  # (at once)
+        finally:
+            later.close()
+    finally:
+        worker.close()
+    assert unanswered == [0] and later_unanswered == [0]  # (once each)
+
+
+@needs_worker
+def test_a_worker_is_done_when_it_is_gone_or_closed() -> None:
+    """A worker that died, or one closed with answers still out, takes no core either."""
+    gone = tag_worker.TagWorker(_die)
+    died: list[int] = []
+    try:
+        gone.when_done(lambda: died.append(1))
+        gone.submit(1)
+        with pytest.raises(tag_worker.WorkerGone):
+            gone.take(block=True)
+        assert _called_within(died)
+    finally:
+        gone.close()
+    busy = tag_worker.TagWorker(_slow_tag)
+    closed: list[int] = []
+    busy.when_done(lambda: closed.append(1))
+    busy.submit(1)
+    busy.submit(2)
+    assert not closed
+    busy.close()
+    assert len(closed) == 1
+
+
 @needs_worker
 @pytest.mark.parametrize("more", [0, 3])
 def test_jobs_after_the_last_and_a_second_last_submitted_keep_their_order(more: int) -> None:

@@ -253,6 +253,48 @@ def test_a_failing_parse_stops_the_worker(
 
 
 @needs_worker
+@pytest.mark.parametrize("kind", ["short", "streamed", "late"])
+def test_a_new_file_is_hashed_once_its_worker_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
+    forked: list[int], kind: str,
+) -> None:
+    """The worker forked before the parse keeps the second core busy until it answers its
+    last chunk, or is stopped (unused: a short file; or when a late result makes the
+    session be analysed again after the parse): only then is the file hashed, and its
+    hash is its content's."""
+    import hashlib
+
+    events: list[str] = []
+    done, hashed = tag_worker.TagWorker._done, ingest_module.content_sha
+
+    def spy_done(worker: tag_worker.TagWorker) -> None:
+        if worker._when_done is not None:
+            events.append("worker done")
+        done(worker)
+
+    def spy_hashed(*args: Any, **kwargs: Any) -> str:
+        events.append("hashed")
+        return hashed(*args, **kwargs)
+
+    monkeypatch.setattr(tag_worker.TagWorker, "_done", spy_done)
+    monkeypatch.setattr(ingest_module, "content_sha", spy_hashed)
+    monkeypatch.setattr(ingest_load, "STREAM_LAG", 5)
+    session = tmp_path / (CODEX_ROLLOUT.name if kind == "streamed" else "s.jsonl")
+    if kind == "streamed":
+        _completed_after_the_parse(session)
+    else:
+        _late_result_session(session, 12 if kind == "short" else 240)
+    db = tmp_path / "s.duckdb"
+    assert not ingest([session], db=db, build_index=False).errors
+    assert [s["late"] for s in streams] == {"short": [], "streamed": [False], "late": [True]}[kind]
+    # (a late result: the session is analysed again after the parse, by another worker)
+    assert forked and events[:2] == ["worker done", "hashed"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute("SELECT sha256 FROM ingest_files").fetchone()
+    assert row == (hashlib.sha256(session.read_bytes()).hexdigest(),)
+
+
+@needs_worker
 def test_a_file_whose_hash_fails_stops_its_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streams: list[dict[str, Any]],
     forked: list[int],

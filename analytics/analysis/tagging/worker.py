@@ -153,6 +153,13 @@ class TagWorker:
         self.peak_rss_mib = 0.0
         """The child's peak resident memory."""
         self.gone = False
+        self._answered = 0
+        """Answers received (by the receiving thread)."""
+        self._last_said = False
+        """``last_submitted`` was called."""
+        self._when_done: list[Callable[[], object]] | None = []
+        """Called once the worker is done (``when_done``; None: they were)."""
+        self._done_lock = threading.Lock()
         threading.Thread(target=self._send_loop, daemon=True).start()
         threading.Thread(target=self._receive_loop, daemon=True).start()
 
@@ -167,12 +174,35 @@ class TagWorker:
     def last_submitted(self) -> None:
         """No more jobs will come: the child may share those still out with a helper (see
         the module's docstring) while this process waits for their tags."""
+        self._last_said = True
+        self._check_done()
         if self.gone:
             return
         try:
             self._last_w.send(self.submitted)
         except OSError:  # the child is gone: the receiver says so
             pass
+
+    def when_done(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` (on a thread of this process: keep it short) once the child
+        has answered every job submitted after the last was (``last_submitted``), is gone
+        or is closed: from then on it takes no core. At once if that is so already."""
+        with self._done_lock:
+            waiting = self._when_done
+            if waiting is not None:
+                waiting.append(callback)
+                return
+        callback()
+
+    def _check_done(self) -> None:
+        if self._last_said and self._answered >= self.submitted:
+            self._done()
+
+    def _done(self) -> None:
+        with self._done_lock:
+            callbacks, self._when_done = self._when_done or [], None
+        for callback in callbacks:
+            callback()
 
     @property
     def unanswered(self) -> int:
@@ -209,6 +239,7 @@ class TagWorker:
             if self._process.is_alive():
                 self._process.terminate()
         self._process.join(JOIN_TIMEOUT_S)
+        self._done()
 
     def _send_loop(self) -> None:
         while True:
@@ -235,7 +266,10 @@ class TagWorker:
             self._inbox.put(reply)
             if reply[0] == "gone":
                 self._results_r.close()
+                self._done()
                 return
+            self._answered += 1
+            self._check_done()
 
 
 PIPE_BYTES = 1 << 20
