@@ -297,15 +297,20 @@ def _ascii_column(texts: list[str]) -> Any:
 
 
 def may_match_column(source: str | None, column: Any, lowered: bool = False) -> list[bool]:
-    """:func:`may_match_many` of the texts of an Arrow string column (a NULL: False)."""
+    """:func:`may_match_many` of the texts of an Arrow string column (a NULL: False).
+
+    ``lowered`` is had by matching ``source`` ignoring case, not in a lowered copy of the
+    column: whatever it matches in an ASCII text lowered, it matches in the text ignoring
+    case (each character is in its lowered one's case class), which is all a gate needs;
+    a lowered copy of the corpus's 80 MB of messages took 0.2 s, and RE2 runs no slower
+    ignoring case."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if source is None:
         return [True] * len(column)
     try:
-        searched = pc.ascii_lower(column) if lowered else column
-        hits = pc.match_substring_regex(searched, pattern=source)
+        hits = pc.match_substring_regex(column, pattern=source, ignore_case=lowered)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return [True] * len(column)
     plain = pc.string_is_ascii(column).to_pylist()  # (a NULL: None, and no match)

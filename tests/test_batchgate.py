@@ -155,6 +155,26 @@ def test_lowered_side_matches_as_python_lowers() -> None:
     assert _may_hit(gate, [text]) == [True]
 
 
+def test_the_lowered_side_ignoring_case_lets_through_what_the_lowered_text_does(
+    sample_texts: list[str],
+) -> None:
+    """Matched ignoring case rather than in the lowered texts, the gates searched in the
+    lowered text let through the same sample texts (no more: as selective), and every
+    text their match in the lowered text lets through (the superset, by construction)."""
+    import pyarrow.compute as pc
+
+    from analytics.batchgate import may_match_column
+    from analytics.redact.patterns import _batch_sources
+
+    _, on_low = _batch_sources(load_patterns().gate)
+    texts = [t for t in sample_texts if t.isascii()]
+    texts += ["EXPORT ACCESS_TOKEN=Zx9_Qw8-aB3dE5fG", "Private Key-----", "nothing here"]
+    column = pa.array(texts)
+    in_lowered = pc.match_substring_regex(pc.ascii_lower(column), pattern=on_low).to_pylist()
+    assert may_match_column(on_low, column, lowered=True) == in_lowered
+    assert sum(in_lowered) >= 3  # (the samples' secrets and the two planted here)
+
+
 def test_planted_secrets_are_never_skipped() -> None:
     """Every planted secret's context (tests/fixtures/secrets) may hold a secret, as an
     ASCII text and as one made non-ASCII."""
