@@ -303,18 +303,100 @@ def may_match_column(source: str | None, column: Any, lowered: bool = False) -> 
     column: whatever it matches in an ASCII text lowered, it matches in the text ignoring
     case (each character is in its lowered one's case class), which is all a gate needs;
     a lowered copy of the corpus's 80 MB of messages took 0.2 s, and RE2 runs no slower
-    ignoring case."""
+    ignoring case.
+
+    The column's characters are searched where Arrow keeps them, by a RE2 compiled once
+    for the process (``_buffer_finder``; Arrow's ``match_substring_regex`` compiles the
+    pattern at every call, 1-2 ms for a gate of a few kilobytes, and builds its automaton
+    afresh: an ingest asks for a few columns at every flush)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if source is None:
         return [True] * len(column)
-    try:
-        hits = pc.match_substring_regex(column, pattern=source, ignore_case=lowered)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return [True] * len(column)
+    found = _buffer_hits(source, lowered, column)
+    if found is None:
+        try:
+            found = pc.match_substring_regex(column, pattern=source, ignore_case=lowered).to_pylist()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return [True] * len(column)
     plain = pc.string_is_ascii(column).to_pylist()  # (a NULL: None, and no match)
-    return [hit is True or ascii is False for hit, ascii in zip(hits.to_pylist(), plain, strict=True)]
+    return [hit is True or ascii is False for hit, ascii in zip(found, plain, strict=True)]
+
+
+def _buffer_hits(source: str, ignore_case: bool, column: Any) -> list[bool] | None:
+    """Whether ``source`` matches in each text of a string column, as Arrow's per-text
+    search says (a NULL: False), searched in the characters of all the texts one after
+    another: the leftmost match from a text's start on is in the text it starts in or
+    later; one that runs on into the next text is looked for again within its own. None
+    when there is no ``_buffer_finder`` or the column is not of plain strings."""
+    import numpy as np
+    import pyarrow as pa
+
+    find = _buffer_finder(source, ignore_case)
+    if find is None:
+        return None
+    if isinstance(column, pa.ChunkedArray):
+        found: list[bool] = []
+        for chunk in column.chunks:
+            hits = _buffer_hits(source, ignore_case, chunk)
+            if hits is None:
+                return None
+            found += hits
+        return found
+    if not isinstance(column, pa.StringArray | pa.LargeStringArray):
+        return None
+    n = len(column)
+    hits = [False] * n
+    _, offsets_buf, data = column.buffers()
+    if data is None or not n:
+        return hits
+    kind = np.int64 if isinstance(column, pa.LargeStringArray) else np.int32
+    offsets = np.frombuffer(offsets_buf, dtype=kind)[column.offset : column.offset + n + 1]
+    pos, end = int(offsets[0]), int(offsets[-1])
+    view = memoryview(data)
+    while pos < end:
+        start, stop = find(view, pos, end)
+        if start < 0:
+            break
+        i = int(np.searchsorted(offsets, start, side="right")) - 1  # (the text it starts in)
+        after = int(offsets[i + 1])
+        hits[i] = stop <= after or find(view, start, after)[0] >= 0
+        pos = after
+    return hits
+
+
+@cache
+def _buffer_finder(source: str, ignore_case: bool) -> Callable[[Any, int, int], tuple[int, int]] | None:
+    """The span of the leftmost match of RE2 ``source`` in ``data[pos:endpos]`` (a buffer of
+    UTF-8 characters; (-1, -1): none), by a regex compiled once for the process, whose
+    automaton grows as it searches. None when there is no ``re2`` module, RE2 cannot
+    compile ``source``, it matches the empty text (a match of nothing starts in no text),
+    or the module's engine call (its internals, as ``_engine_finder`` reads them) answers
+    a probe otherwise than its ``search``."""
+    try:
+        import re2
+
+        options = re2.Options()
+        options.max_mem = TEXT_FINDER_MEMORY
+        options.log_errors = False
+        options.case_sensitive = not ignore_case
+        regex = re2.compile(source, options)
+        match, unanchored = regex._regexp.Match, re2._Anchor.UNANCHORED
+
+        def find(data: Any, pos: int, endpos: int) -> tuple[int, int]:
+            start, stop = match(unanchored, data, pos, endpos)[0]
+            return int(start), int(stop)
+
+        if find(b"", 0, 0)[0] == 0:
+            return None
+        for data, pos, endpos in ((b" ready now", 0, 10), (b"xx ok", 1, 4), (b" " * 64, 3, 60)):
+            m = regex.search(data, pos, endpos)
+            if find(data, pos, endpos) != ((-1, -1) if m is None else m.span()):
+                return None
+    except Exception:  # (no google-re2; a pattern RE2 refuses; internals not as read here)
+        return None
+    return find
 
 
 TEXT_FINDER_MEMORY = 256 << 20

@@ -420,3 +420,66 @@ def test_the_engine_finder_and_the_module_finder_agree() -> None:
         search = regex.search
 
     assert batchgate._engine_finder(re2, Wrapped()) is None
+
+
+# --- columns searched where Arrow keeps their characters ------------------------------
+
+
+def _per_text(source: str, column: Any, ignore_case: bool = False) -> list[bool]:
+    """Arrow's own answer, text by text (a NULL: False)."""
+    import pyarrow.compute as pc
+
+    found = pc.match_substring_regex(column, pattern=source, ignore_case=ignore_case)
+    return [hit is True for hit in found.to_pylist()]
+
+
+def test_a_match_running_into_the_next_text_is_looked_for_within_its_own() -> None:
+    """Searched in the texts one after another, a match running from one text into the
+    next is looked for again within the text it starts in, and the search goes on from
+    the next text's start: the answers are Arrow's, text by text."""
+    from analytics.batchgate import _buffer_hits
+
+    column = pa.array(["xa", "b", "ab", None, "", "a", "b", "aab", "a"])
+    expected = [False, False, True, False, False, False, False, True, False]
+    assert _per_text("ab", column) == expected
+    assert _buffer_hits("ab", False, column) == expected
+    assert _buffer_hits("AB", True, column) == expected
+    assert _buffer_hits("a+b?", False, column) == _per_text("a+b?", column)  # (a longer one)
+    sliced = column.slice(2)  # (an offset into the buffers)
+    assert _buffer_hits("ab", False, sliced) == expected[2:]
+    chunked = pa.chunked_array([column.slice(0, 3), column.slice(3)])
+    assert _buffer_hits("ab", False, chunked) == expected
+
+
+def test_no_finder_for_a_pattern_matching_the_empty_text() -> None:
+    """A match of nothing starts in no text: such a pattern is left to Arrow."""
+    from analytics.batchgate import _buffer_finder, may_match_column
+
+    assert _buffer_finder("a*", False) is None
+    assert may_match_column("a*", pa.array(["", "b", None])) == [True, True, False]
+
+
+@pytest.mark.parametrize("ignore_case", [False, True])
+def test_column_gates_let_through_every_sample_text_arrow_does(
+    sample_texts: list[str], ignore_case: bool,
+) -> None:
+    """For the redaction gates and the tagger's, over the samples' texts (ASCII or not,
+    in chunks, sliced): the texts let through are those Arrow's per-text search matches,
+    and the non-ASCII ones."""
+    from analytics.batchgate import may_match_column
+    from analytics.redact.patterns import _batch_sources
+
+    tools = ToolRules()
+    sources = [s for s in (*_batch_sources(load_patterns().gate), *tools._sources.values()) if s]
+    assert len(sources) >= 3
+    texts: list[str | None] = [*sample_texts, None, ""]
+    column = pa.chunked_array([pa.array(texts[:300]), pa.array(texts[300:]).slice(1)])
+    matched = 0
+    for source in sources:
+        ours = may_match_column(source, column, lowered=ignore_case)
+        arrow = _per_text(source, column, ignore_case)
+        kept = [*texts[:300], *texts[301:]]
+        plain = [t is None or t.isascii() for t in kept]  # (a NULL: never let through)
+        assert ours == [a or not p for a, p in zip(arrow, plain, strict=True)], source[:80]
+        matched += sum(arrow)
+    assert matched  # (gates that let some through)
