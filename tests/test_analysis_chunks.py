@@ -860,3 +860,40 @@ def test_a_worker_with_its_backlog_gets_the_chunks_of_a_streamed_session(
             tagged_here.clear()
     assert not tagged_here
     assert analyses["1"] == analyses["0"]
+
+
+def test_columns_in_one_pass_are_those_read_field_by_field(
+    sample_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer reads the fields stored as they are in one pass over the records
+    (``writer._fields``): the tables are those of reading them field by field."""
+    from analytics.store import writer
+    from analytics.store.writer import to_arrow
+
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        sid = con.execute("SELECT min(session_id) FROM sessions").fetchone()[0]  # type: ignore[index]
+        contexts = contexts_from_rows(*load_rows(con, sid, 0, 10**6))
+    messages = [c.message for c in contexts]
+    calls = [call for c in contexts for call in c.calls]
+    assert len(messages) > 20 and calls
+    fast = [to_arrow("messages", messages), to_arrow("tool_calls", calls, {"session_id": "x"})]
+    with monkeypatch.context() as m:
+        m.setattr(writer, "_fields", lambda dicts, names: None)
+        slow = [to_arrow("messages", messages), to_arrow("tool_calls", calls, {"session_id": "x"})]
+    assert all(f.equals(s) for f, s in zip(fast, slow, strict=True))
+    assert fast[1].column("session_id").unique().to_pylist() == ["x"]
+    assert fast[0].column("n_chars").to_pylist() == [len(m.text or "") for m in messages]
+
+
+def test_a_record_without_a_field_stores_none_in_its_column() -> None:
+    from types import SimpleNamespace
+
+    from analytics.store.writer import TABLE_COLUMNS, to_arrow, to_columns
+
+    names = TABLE_COLUMNS["quarantine"]
+    full = SimpleNamespace(**{c: f"v-{c}" for c in names})
+    short = SimpleNamespace(**{c: f"w-{c}" for c in names[:-1]})
+    assert [list(c) for c in to_columns("quarantine", [full, short])] == [
+        [f"v-{c}", None if c == names[-1] else f"w-{c}"] for c in names
+    ]
+    assert to_arrow("messages", []).num_rows == 0

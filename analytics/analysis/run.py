@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -359,7 +359,7 @@ class Analyser:
 
     def _tag_packed(
         self, packed: bytes | pa.Buffer | memoryview
-    ) -> tuple[list[list[Any]], ChunkFacts | None]:
+    ) -> tuple[list[Sequence[Any]], ChunkFacts | None]:
         """What the worker process runs: ``tag_in_context`` of a chunk and of the margin
         before it, handed over as ``pack(*margin, *chunk)``, and, when the chunk's table of
         messages says so (``FACTS_KEY``), its other findings that need no state

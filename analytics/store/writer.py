@@ -7,6 +7,7 @@ import shutil
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ _SCHEMAS = {
 }
 
 
-def _derived(rows: Sequence[Any], col: str, listed: dict[str, list[Any]]) -> list[Any]:
+def _derived(rows: Sequence[Any], col: str, listed: dict[str, Sequence[Any]]) -> list[Any]:
     """The column ``col`` of ``_DERIVED``; ``listed``: the columns listed before it."""
     if col == "n_chars":  # (after "text": its strings are still in the CPU cache)
         return [len(t or "") for t in listed["text"]]
@@ -106,19 +107,35 @@ def _derived(rows: Sequence[Any], col: str, listed: dict[str, list[Any]]) -> lis
 
 def _columns(
     table: str, rows: Sequence[Any], extra: dict[str, Any] | None
-) -> Iterator[list[Any]]:
-    """The columns of ``table`` one list at a time, in ``TABLE_COLUMNS`` order."""
+) -> Iterator[Sequence[Any]]:
+    """The columns of ``table`` one at a time, in ``TABLE_COLUMNS`` order. The fields read
+    as they are come out of one pass over the records (an ``itemgetter`` of them all, its
+    tuples turned into columns by ``zip``: a third of the time of a list per field)."""
     dicts = [vars(r) for r in rows]
-    listed: dict[str, list[Any]] = {}
-    for c in TABLE_COLUMNS[table]:
+    names = TABLE_COLUMNS[table]
+    plain = [c for c in names if not (extra and c in extra) and c not in _DERIVED]
+    fields = _fields(dicts, plain)
+    listed: dict[str, Sequence[Any]] = {}
+    for c in names:
         if extra and c in extra:
-            column = [extra[c]] * len(rows)
+            column: Sequence[Any] = [extra[c]] * len(rows)
         elif c in _DERIVED:
             column = _derived(rows, c, listed)
         else:
-            column = [d.get(c) for d in dicts]
+            column = fields[c] if fields is not None else [d.get(c) for d in dicts]
         listed[c] = column
         yield column
+
+
+def _fields(dicts: list[dict[str, Any]], names: list[str]) -> dict[str, Sequence[Any]] | None:
+    """The values of ``names`` in every record's fields, a tuple per name; None when some
+    record has not all of them (then each is read with a default)."""
+    if len(names) < 2 or not dicts:
+        return None
+    try:
+        return dict(zip(names, zip(*map(itemgetter(*names), dicts), strict=True), strict=True))
+    except KeyError:
+        return None
 
 
 def to_arrow(table: str, rows: Sequence[Any], extra: dict[str, Any] | None = None) -> pa.Table:
@@ -132,14 +149,14 @@ def to_arrow(table: str, rows: Sequence[Any], extra: dict[str, Any] | None = Non
 
 def to_columns(
     table: str, rows: Sequence[Any], extra: dict[str, Any] | None = None
-) -> list[list[Any]]:
-    """The records as one list per column of ``table`` (``TABLE_COLUMNS``), the values
+) -> list[Sequence[Any]]:
+    """The records as one sequence per column of ``table`` (``TABLE_COLUMNS``), the values
     ``to_arrow`` stores. Plain Python: no Arrow call, so no pandas import (``pa.array``
     imports pandas in the process that first calls it, a fifth of a second)."""
     return list(_columns(table, rows, extra))
 
 
-def from_columns(table: str, columns: Iterable[list[Any]]) -> pa.Table:
+def from_columns(table: str, columns: Iterable[Sequence[Any]]) -> pa.Table:
     """The Arrow table of ``table`` holding ``columns`` (as ``to_columns`` lists them),
     each converted as it comes."""
     schema = _SCHEMAS[table]
