@@ -32,7 +32,7 @@ import orjson
 from analytics import machine
 from analytics.errors import AnalyticsError, DatabaseLockedError, SourceError, is_interrupt
 from analytics.formats import FORMATS, PARSER_VERSIONS, UTF8_BOM
-from analytics.gcpause import no_cyclic_gc
+from analytics.gcpause import no_cyclic_gc, thaw
 from analytics.ingest_pool import (
     Job,
     merge,
@@ -570,9 +570,10 @@ class Ingestor:
         module: Any, path: Path, ledger: Ledger, resume: Resume | None, loader: FileLoader,
         staging: Staging | None,
     ) -> list[tuple[str, int]]:
-        """Parse ``path`` into ``loader``; returns what ``loader.finish`` returns."""
+        """Parse ``path`` into ``loader``; returns what ``loader.finish`` returns. The objects
+        then alive are frozen (``no_cyclic_gc``): the caller thaws them when it is done."""
         try:
-            with no_cyclic_gc(), timed("parse + redact + store"):
+            with no_cyclic_gc(freeze=True), timed("parse + redact + store"):
                 with parse_threads(loader.con):
                     for item in module.parse(path, ledger, resume):
                         loader.add(item)
@@ -668,6 +669,7 @@ class Ingestor:
                 for sid in set(loader.first_idx) | set(loader.sessions):
                     refresh_session_stats(con, sid)
         finally:
+            thaw()  # (frozen at the end of the parse)
             if loader.stream is not None:
                 loader.stream.abort()  # (a no-op once its run finished)
         unknown = dict(base_unknown)

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -1119,3 +1120,38 @@ def test_messages_df_reads_some_columns_of_a_range(tmp_path: Path) -> None:
     assert list(df.columns) == ["msg_idx", "role"] and df["msg_idx"].tolist() == list(range(10, 20))
     with pytest.raises(duckdb.BinderException, match="nope"):
         messages_df(db, columns=["nope"])
+
+
+def test_the_heap_of_a_parse_is_frozen_for_the_analysis_and_thawed_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The objects alive after a file's parse are left out of the collector's passes while
+    it is analysed (``gcpause.no_cyclic_gc(freeze=True)``), and put back once it is loaded,
+    the collector on again; a parse that fails thaws them too."""
+    import gc
+
+    from analytics import ingest_load
+    from analytics.analysis.run import SessionRun
+
+    src = tmp_path / "a.jsonl"
+    _write(src, [_cc_line(i) for i in range(30)])
+    frozen_then: list[int] = []
+    finish = SessionRun.finish
+
+    def spy(self: SessionRun) -> None:
+        frozen_then.append(gc.get_freeze_count())
+        finish(self)
+
+    monkeypatch.setattr(SessionRun, "finish", spy)
+    assert not ingest([src], db=tmp_path / "t.duckdb").errors
+    assert frozen_then and all(n > 1000 for n in frozen_then)
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("input/output error")
+
+    monkeypatch.setattr(ingest_load.FileLoader, "finish", broken)
+    bad = tmp_path / "b.jsonl"
+    _write(bad, [_cc_line(i) for i in range(3)])
+    assert ingest([bad], db=tmp_path / "t.duckdb").errors
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
