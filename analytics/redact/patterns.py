@@ -133,19 +133,25 @@ class Gate:
         """For each text of an Arrow string column, whether some gate may hit it: False
         only where none can (``any_hit`` would say None; a NULL: False), found for the
         whole column by RE2 (``batchgate``)."""
-        on_text, on_low = _batch_sources(self)
-        return [
-            a or b for a, b in zip(
-                may_match_column(on_text, column), may_match_column(on_low, column, lowered=True),
-                strict=True,
-            )
-        ]
+        return may_match_column(_batch_source(self), column)
 
     def hits(self, text: str, low: str) -> list[re.Match[str]]:
         """Every hit, sorted by position (``low`` shares its offsets with ``text``)."""
         found = [m for _, rx in self.on_text for m in rx.finditer(text)]
         found += [m for _, rx in self.on_low for m in rx.finditer(low)]
         return sorted(found, key=lambda m: m.start())
+
+
+@cache
+def _batch_source(gate: Gate) -> str | None:
+    """One RE2 superset of every gate: of those searched in the text as is, and of those
+    searched in it lowered, matched ignoring case (which finds all they find in the text
+    lowered, see ``batchgate.may_match_column``): one search over a column, not two.
+    None: some gate has no superset."""
+    on_text, on_low = _batch_sources(gate)
+    if on_text is None or on_low is None:
+        return None
+    return f"(?:{on_text})|(?i:{on_low})"
 
 
 @cache
