@@ -193,7 +193,7 @@ def fingerprint(path: Path) -> tuple[int, float]:
 
 
 _HASHING = ThreadPoolExecutor(1, thread_name_prefix="transcripts-hash")
-"""Hashes new files while they are parsed (see ``Ingestor.ingest_unit``)."""
+"""Hashes files beside their load (see ``Ingestor.ingest_unit``, ``_HashOnFreeCore``)."""
 
 
 class _HashOnFreeCore:
