@@ -201,9 +201,10 @@ class _HashOnFreeCore:
     :meth:`start` is called, i.e. once a core is free, or once asked for (:meth:`result`).
 
     A large file is parsed with the tagging worker on the second core: both cores are
-    busy until the worker answers its last chunk, and a hash (0.1-0.2 s for 170 MB) taken
-    meanwhile takes its time from one of them; the ingest process's work after that (the
-    readiness verdicts, the session analysis) leaves the second core idle."""
+    busy until the worker answers its last chunk (or this process waits for it), and a
+    hash (0.1-0.2 s for 170 MB) taken meanwhile takes its time from one of them; the
+    ingest process's work after that (the readiness verdicts, the session analysis) leaves
+    the second core idle."""
 
     def __init__(self, path: Path, size: int) -> None:
         self._go, self._cancel = threading.Event(), threading.Event()
@@ -599,7 +600,7 @@ class Ingestor:
         """Parse, store and analyse ``path`` as the file ``key``. ``whole``: ``path`` is a
         copy of ``key`` (decompressed), whose offsets are not the file's: never appended.
         ``core_free``: called when this process leaves a core free (at once, but for a file
-        whose tagging worker is forked before the parse: when the worker is done)."""
+        whose tagging worker is forked before the parse: when that worker leaves one)."""
         from analytics.ingest_load import AnalysisStream, FileLoader
         from analytics.models import Ledger
 

@@ -305,8 +305,8 @@ class AnalysisStream:
         self, analyser: Any, con: duckdb.DuckDBPyConnection, size: int,
         core_free: Callable[[], object] | None = None,
     ) -> None:
-        """``core_free``: called once the worker forked for the file is done (at once
-        when none is), whoever holds it then."""
+        """``core_free``: called once the worker forked for the file leaves a core free
+        (``TagWorker.when_core_free``; at once when none is forked), whoever holds it then."""
         from analytics.analysis.tagging import worker as tag_worker
 
         self.analyser, self.con = analyser, con
@@ -320,7 +320,7 @@ class AnalysisStream:
             self.worker = tag_worker.start(analyser._tag_packed, prepare=analyser.warm_up)
         if core_free is not None:
             if self.worker is not None:
-                self.worker.when_done(core_free)
+                self.worker.when_core_free(core_free)
             else:
                 core_free()
         from analytics.analysis.run import CHUNK

@@ -460,14 +460,16 @@ def _called_within(calls: list[int], seconds: float = 30.0) -> bool:
 
 @needs_worker
 def test_a_worker_is_done_once_it_answered_the_jobs_after_the_last() -> None:
-    """``when_done`` callbacks run once every job submitted is answered and no more will
-    come, once each; one given after that runs at once."""
+    """``when_core_free`` callbacks run once every job submitted is answered and no more
+    will come, once each; one given after that runs at once."""
     worker = tag_worker.TagWorker(_slow_tag)
     unanswered: list[int] = []  # (when called)
     try:
-        worker.when_done(lambda: unanswered.append(worker.unanswered))
+        worker.when_core_free(lambda: unanswered.append(worker.unanswered))
         for job in range(2):
             worker.submit(job)
+        while worker.unanswered:  # (their answers in: taking them waits for nothing)
+            time.sleep(0.01)
         assert all(worker.take(block=True) for _ in range(2))
         assert not unanswered  # all answered, but more may come
         worker.last_submitted()
@@ -475,14 +477,14 @@ def test_a_worker_is_done_once_it_answered_the_jobs_after_the_last() -> None:
         later = tag_worker.TagWorker(_slow_tag)
         later_unanswered: list[int] = []
         try:
-            later.when_done(lambda: later_unanswered.append(later.unanswered))
+            later.when_core_free(lambda: later_unanswered.append(later.unanswered))
             for job in range(3):
                 later.submit(job)
             later.last_submitted()
             assert _called_within(later_unanswered) and later_unanswered == [0]
             assert all(later.take(block=True) for _ in range(3))
             again: list[int] = []
-            later.when_done(lambda: again.append(1))
+            later.when_core_free(lambda: again.append(1))
             assert again  # (at once)
         finally:
             later.close()
@@ -492,12 +494,31 @@ def test_a_worker_is_done_once_it_answered_the_jobs_after_the_last() -> None:
 
 
 @needs_worker
+def test_a_core_is_free_while_this_process_waits_for_an_answer() -> None:
+    """A ``take`` that waits frees this process's core: the callbacks run then, before
+    the answer is in (one that finds the answer in waits for nothing)."""
+    worker = tag_worker.TagWorker(_slow_tag)
+    unanswered: list[int] = []
+    try:
+        worker.submit(0)
+        while worker.unanswered:  # (its answer in: taking it waits for nothing)
+            time.sleep(0.01)
+        worker.when_core_free(lambda: unanswered.append(worker.unanswered))
+        assert worker.take(block=True) and not unanswered
+        worker.submit(1)
+        assert worker.take(block=True)
+    finally:
+        worker.close()
+    assert unanswered == [1]  # (called once, as the take began to wait)
+
+
+@needs_worker
 def test_a_worker_is_done_when_it_is_gone_or_closed() -> None:
     """A worker that died, or one closed with answers still out, takes no core either."""
     gone = tag_worker.TagWorker(_die)
     died: list[int] = []
     try:
-        gone.when_done(lambda: died.append(1))
+        gone.when_core_free(lambda: died.append(1))
         gone.submit(1)
         with pytest.raises(tag_worker.WorkerGone):
             gone.take(block=True)
@@ -506,7 +527,7 @@ def test_a_worker_is_done_when_it_is_gone_or_closed() -> None:
         gone.close()
     busy = tag_worker.TagWorker(_slow_tag)
     closed: list[int] = []
-    busy.when_done(lambda: closed.append(1))
+    busy.when_core_free(lambda: closed.append(1))
     busy.submit(1)
     busy.submit(2)
     assert not closed

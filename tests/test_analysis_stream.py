@@ -260,23 +260,23 @@ def test_a_new_file_is_hashed_once_its_worker_is_done(
 ) -> None:
     """The worker forked before the parse keeps the second core busy until it answers its
     last chunk, or is stopped (unused: a short file; or when a late result makes the
-    session be analysed again after the parse): only then is the file hashed, and its
-    hash is its content's."""
+    session be analysed again after the parse), or this process waits for it: only then
+    is the file hashed, and its hash is its content's."""
     import hashlib
 
     events: list[str] = []
-    done, hashed = tag_worker.TagWorker._done, ingest_module.content_sha
+    free, hashed = tag_worker.TagWorker._core_free, ingest_module.content_sha
 
-    def spy_done(worker: tag_worker.TagWorker) -> None:
-        if worker._when_done is not None:
-            events.append("worker done")
-        done(worker)
+    def spy_free(worker: tag_worker.TagWorker) -> None:
+        if worker._when_free is not None:
+            events.append("core free")
+        free(worker)
 
     def spy_hashed(*args: Any, **kwargs: Any) -> str:
         events.append("hashed")
         return hashed(*args, **kwargs)
 
-    monkeypatch.setattr(tag_worker.TagWorker, "_done", spy_done)
+    monkeypatch.setattr(tag_worker.TagWorker, "_core_free", spy_free)
     monkeypatch.setattr(ingest_module, "content_sha", spy_hashed)
     monkeypatch.setattr(ingest_load, "STREAM_LAG", 5)
     session = tmp_path / (CODEX_ROLLOUT.name if kind == "streamed" else "s.jsonl")
@@ -288,7 +288,7 @@ def test_a_new_file_is_hashed_once_its_worker_is_done(
     assert not ingest([session], db=db, build_index=False).errors
     assert [s["late"] for s in streams] == {"short": [], "streamed": [False], "late": [True]}[kind]
     # (a late result: the session is analysed again after the parse, by another worker)
-    assert forked and events[:2] == ["worker done", "hashed"]
+    assert forked and events[:2] == ["core free", "hashed"]
     with duckdb.connect(str(db), read_only=True) as con:
         row = con.execute("SELECT sha256 FROM ingest_files").fetchone()
     assert row == (hashlib.sha256(session.read_bytes()).hexdigest(),)

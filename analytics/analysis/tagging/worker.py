@@ -157,8 +157,8 @@ class TagWorker:
         """Answers received (by the receiving thread)."""
         self._last_said = False
         """``last_submitted`` was called."""
-        self._when_done: list[Callable[[], object]] | None = []
-        """Called once the worker is done (``when_done``; None: they were)."""
+        self._when_free: list[Callable[[], object]] | None = []
+        """Called once a core is free (``when_core_free``; None: they were)."""
         self._done_lock = threading.Lock()
         threading.Thread(target=self._send_loop, daemon=True).start()
         threading.Thread(target=self._receive_loop, daemon=True).start()
@@ -183,12 +183,13 @@ class TagWorker:
         except OSError:  # the child is gone: the receiver says so
             pass
 
-    def when_done(self, callback: Callable[[], object]) -> None:
+    def when_core_free(self, callback: Callable[[], object]) -> None:
         """Call ``callback`` (on a thread of this process: keep it short) once the child
-        has answered every job submitted after the last was (``last_submitted``), is gone
-        or is closed: from then on it takes no core. At once if that is so already."""
+        takes no core of this process's two any more (it has answered every job submitted
+        after the last was, ``last_submitted``; it is gone or closed), or this process
+        first waits for one of its answers: at once if that is so already."""
         with self._done_lock:
-            waiting = self._when_done
+            waiting = self._when_free
             if waiting is not None:
                 waiting.append(callback)
                 return
@@ -196,11 +197,11 @@ class TagWorker:
 
     def _check_done(self) -> None:
         if self._last_said and self._answered >= self.submitted:
-            self._done()
+            self._core_free()
 
-    def _done(self) -> None:
+    def _core_free(self) -> None:
         with self._done_lock:
-            callbacks, self._when_done = self._when_done or [], None
+            callbacks, self._when_free = self._when_free or [], None
         for callback in callbacks:
             callback()
 
@@ -215,6 +216,8 @@ class TagWorker:
         there yet); raises ``WorkerGone`` when the worker cannot deliver them."""
         if self.gone:
             raise WorkerGone("the tagging worker is gone")
+        if block and self._when_free is not None and self._inbox.empty():
+            self._core_free()  # (this process waits: its core is free meanwhile)
         try:
             reply = self._inbox.get(block=block)
         except queue.Empty:
@@ -239,7 +242,7 @@ class TagWorker:
             if self._process.is_alive():
                 self._process.terminate()
         self._process.join(JOIN_TIMEOUT_S)
-        self._done()
+        self._core_free()
 
     def _send_loop(self) -> None:
         while True:
@@ -266,7 +269,7 @@ class TagWorker:
             self._inbox.put(reply)
             if reply[0] == "gone":
                 self._results_r.close()
-                self._done()
+                self._core_free()
                 return
             self._answered += 1
             self._check_done()
