@@ -374,14 +374,11 @@ def _buffer_finder(source: str, ignore_case: bool) -> Callable[[Any, int, int], 
     compile ``source``, it matches the empty text (a match of nothing starts in no text),
     or the module's engine call (its internals, as ``_engine_finder`` reads them) answers
     a probe otherwise than its ``search``."""
+    compiled = _re2(source, ignore_case)
+    if compiled is None:
+        return None
+    re2, regex = compiled
     try:
-        import re2
-
-        options = re2.Options()
-        options.max_mem = TEXT_FINDER_MEMORY
-        options.log_errors = False
-        options.case_sensitive = not ignore_case
-        regex = re2.compile(source, options)
         match, unanchored = regex._regexp.Match, re2._Anchor.UNANCHORED
 
         def find(data: Any, pos: int, endpos: int) -> tuple[int, int]:
@@ -394,7 +391,7 @@ def _buffer_finder(source: str, ignore_case: bool) -> Callable[[Any, int, int], 
             m = regex.search(data, pos, endpos)
             if find(data, pos, endpos) != ((-1, -1) if m is None else m.span()):
                 return None
-    except Exception:  # (no google-re2; a pattern RE2 refuses; internals not as read here)
+    except Exception:  # (internals not as read here)
         return None
     return find
 
@@ -422,16 +419,27 @@ def text_finder(pattern: re.Pattern[str]) -> Callable[[bytes, int], int] | None:
     source = superset_source(pattern)
     if source is None:
         return None
+    compiled = _re2(source)
+    if compiled is None:
+        return None
+    re2, regex = compiled
+    return _engine_finder(re2, regex) or _module_finder(regex)
+
+
+def _re2(source: str, ignore_case: bool = False) -> tuple[Any, Any] | None:
+    """The ``re2`` module and ``source`` compiled by it with ``TEXT_FINDER_MEMORY`` for its
+    automaton; None when there is no such module or RE2 refuses the pattern (or finds it
+    too large for the budget)."""
     try:
         import re2
 
         options = re2.Options()
         options.max_mem = TEXT_FINDER_MEMORY
         options.log_errors = False
-        regex = re2.compile(source, options)
+        options.case_sensitive = not ignore_case
+        return re2, re2.compile(source, options)
     except Exception:  # (no google-re2; a pattern RE2 refuses, too large for the budget)
         return None
-    return _engine_finder(re2, regex) or _module_finder(regex)
 
 
 def _module_finder(regex: Any) -> Callable[[bytes, int], int]:

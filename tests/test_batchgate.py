@@ -483,3 +483,18 @@ def test_column_gates_let_through_every_sample_text_arrow_does(
         assert ours == [a or not p for a, p in zip(arrow, plain, strict=True)], source[:80]
         matched += sum(arrow)
     assert matched  # (gates that let some through)
+
+
+def test_without_the_re2_module_arrow_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``re2`` module (or a pattern it refuses): Arrow's kernel answers, the same."""
+    from analytics import batchgate
+
+    column = pa.array(["xa", "b", "ab", None, "café ab", "AB"])
+    source = "a(?:b)"  # (not asked for before: ``_buffer_finder`` remembers its answers)
+    monkeypatch.setattr(batchgate, "_re2", lambda source, ignore_case=False: None)
+    assert batchgate._buffer_finder(source, True) is None
+    assert batchgate.may_match_column(source, column, lowered=True) == [
+        False, False, True, False, True, True]
+    monkeypatch.undo()
+    assert batchgate._buffer_finder(source, False) is not None
+    assert batchgate.may_match_column(source, column) == [False, False, True, False, True, False]
