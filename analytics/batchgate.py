@@ -257,17 +257,14 @@ def _class(items: list[tuple[Any, Any]], icase: bool) -> str:
     return ("[^" if negate else "[") + "".join(parts) + "]"
 
 
-def may_match_many(source: str | None, texts: Sequence[str], lowered: bool = False) -> list[bool]:
+def may_match_many(source: str | None, texts: Sequence[str]) -> list[bool]:
     """For each of ``texts``: False when it is ASCII and RE2 ``source`` (a
     :func:`superset_source`) finds no match in it, True otherwise (every text when
-    ``source`` is None, or when Arrow cannot run it). ``lowered``: ``source`` is matched
-    in the texts with A-Z lowered, as its Python pattern is by a caller that lowers them."""
-    return may_match_each([source], texts, lowered)[0]
+    ``source`` is None, or when RE2 cannot run it)."""
+    return may_match_each([source], texts)[0]
 
 
-def may_match_each(
-    sources: Sequence[str | None], texts: Sequence[str], lowered: bool = False
-) -> list[list[bool]]:
+def may_match_each(sources: Sequence[str | None], texts: Sequence[str]) -> list[list[bool]]:
     """:func:`may_match_many` of ``texts`` for each of ``sources`` (the texts are handed
     to Arrow once)."""
     found = [[True] * len(texts) for _ in sources]
@@ -277,7 +274,7 @@ def may_match_each(
     column = _ascii_column([texts[i] for i in ascii_at])
     for source, flags in zip(sources, found, strict=True):
         if source is not None:
-            for i, maybe in zip(ascii_at, may_match_column(source, column, lowered), strict=True):
+            for i, maybe in zip(ascii_at, may_match_column(source, column), strict=True):
                 flags[i] = maybe
     return found
 
@@ -296,14 +293,8 @@ def _ascii_column(texts: list[str]) -> Any:
     )
 
 
-def may_match_column(source: str | None, column: Any, lowered: bool = False) -> list[bool]:
+def may_match_column(source: str | None, column: Any) -> list[bool]:
     """:func:`may_match_many` of the texts of an Arrow string column (a NULL: False).
-
-    ``lowered`` is had by matching ``source`` ignoring case, not in a lowered copy of the
-    column: whatever it matches in an ASCII text lowered, it matches in the text ignoring
-    case (each character is in its lowered one's case class), which is all a gate needs;
-    a lowered copy of the corpus's 80 MB of messages took 0.2 s, and RE2 runs no slower
-    ignoring case.
 
     The column's characters are searched where Arrow keeps them, by a RE2 compiled once
     for the process (``_buffer_finder``; Arrow's ``match_substring_regex`` compiles the
@@ -314,17 +305,17 @@ def may_match_column(source: str | None, column: Any, lowered: bool = False) -> 
 
     if source is None:
         return [True] * len(column)
-    found = _buffer_hits(source, lowered, column)
+    found = _buffer_hits(source, column)
     if found is None:
         try:
-            found = pc.match_substring_regex(column, pattern=source, ignore_case=lowered).to_pylist()
+            found = pc.match_substring_regex(column, pattern=source).to_pylist()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return [True] * len(column)
     plain = pc.string_is_ascii(column).to_pylist()  # (a NULL: None, and no match)
     return [hit is True or ascii is False for hit, ascii in zip(found, plain, strict=True)]
 
 
-def _buffer_hits(source: str, ignore_case: bool, column: Any) -> list[bool] | None:
+def _buffer_hits(source: str, column: Any) -> list[bool] | None:
     """Whether ``source`` matches in each text of a string column, as Arrow's per-text
     search says (a NULL: False), searched in the characters of all the texts one after
     another: the leftmost match from a text's start on is in the text it starts in or
@@ -333,13 +324,13 @@ def _buffer_hits(source: str, ignore_case: bool, column: Any) -> list[bool] | No
     import numpy as np
     import pyarrow as pa
 
-    find = _buffer_finder(source, ignore_case)
+    find = _buffer_finder(source)
     if find is None:
         return None
     if isinstance(column, pa.ChunkedArray):
         found: list[bool] = []
         for chunk in column.chunks:
-            hits = _buffer_hits(source, ignore_case, chunk)
+            hits = _buffer_hits(source, chunk)
             if hits is None:
                 return None
             found += hits
@@ -367,14 +358,14 @@ def _buffer_hits(source: str, ignore_case: bool, column: Any) -> list[bool] | No
 
 
 @cache
-def _buffer_finder(source: str, ignore_case: bool) -> Callable[[Any, int, int], tuple[int, int]] | None:
+def _buffer_finder(source: str) -> Callable[[Any, int, int], tuple[int, int]] | None:
     """The span of the leftmost match of RE2 ``source`` in ``data[pos:endpos]`` (a buffer of
     UTF-8 characters; (-1, -1): none), by a regex compiled once for the process, whose
     automaton grows as it searches. None when there is no ``re2`` module, RE2 cannot
     compile ``source``, it matches the empty text (a match of nothing starts in no text),
     or the module's engine call (its internals, as ``_engine_finder`` reads them) answers
     a probe otherwise than its ``search``."""
-    compiled = _re2(source, ignore_case)
+    compiled = _re2(source)
     if compiled is None:
         return None
     re2, regex = compiled
@@ -426,7 +417,7 @@ def text_finder(pattern: re.Pattern[str]) -> Callable[[bytes, int], int] | None:
     return _engine_finder(re2, regex) or _module_finder(regex)
 
 
-def _re2(source: str, ignore_case: bool = False) -> tuple[Any, Any] | None:
+def _re2(source: str) -> tuple[Any, Any] | None:
     """The ``re2`` module and ``source`` compiled by it with ``TEXT_FINDER_MEMORY`` for its
     automaton; None when there is no such module or RE2 refuses the pattern (or finds it
     too large for the budget)."""
@@ -436,7 +427,6 @@ def _re2(source: str, ignore_case: bool = False) -> tuple[Any, Any] | None:
         options = re2.Options()
         options.max_mem = TEXT_FINDER_MEMORY
         options.log_errors = False
-        options.case_sensitive = not ignore_case
         return re2, re2.compile(source, options)
     except Exception:  # (no google-re2; a pattern RE2 refuses, too large for the budget)
         return None

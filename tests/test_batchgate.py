@@ -158,9 +158,10 @@ def test_lowered_side_matches_as_python_lowers() -> None:
 def test_the_lowered_side_ignoring_case_lets_through_what_the_lowered_text_does(
     sample_texts: list[str],
 ) -> None:
-    """Matched ignoring case rather than in the lowered texts, the gates searched in the
-    lowered text let through the same sample texts (no more: as selective), and every
-    text their match in the lowered text lets through (the superset, by construction)."""
+    """Matched ignoring case (``(?i:…)``, as ``patterns._batch_source`` writes them) rather
+    than in the lowered texts, the gates searched in the lowered text let through the same
+    sample texts (no more: as selective), and every text their match in the lowered text
+    lets through (the superset, by construction)."""
     import pyarrow.compute as pc
 
     from analytics.batchgate import may_match_column
@@ -171,7 +172,7 @@ def test_the_lowered_side_ignoring_case_lets_through_what_the_lowered_text_does(
     texts += ["EXPORT ACCESS_TOKEN=Zx9_Qw8-aB3dE5fG", "Private Key-----", "nothing here"]
     column = pa.array(texts)
     in_lowered = pc.match_substring_regex(pc.ascii_lower(column), pattern=on_low).to_pylist()
-    assert may_match_column(on_low, column, lowered=True) == in_lowered
+    assert may_match_column(f"(?i:{on_low})", column) == in_lowered
     assert sum(in_lowered) >= 3  # (the samples' secrets and the two planted here)
 
 
@@ -425,11 +426,11 @@ def test_the_engine_finder_and_the_module_finder_agree() -> None:
 # --- columns searched where Arrow keeps their characters ------------------------------
 
 
-def _per_text(source: str, column: Any, ignore_case: bool = False) -> list[bool]:
+def _per_text(source: str, column: Any) -> list[bool]:
     """Arrow's own answer, text by text (a NULL: False)."""
     import pyarrow.compute as pc
 
-    found = pc.match_substring_regex(column, pattern=source, ignore_case=ignore_case)
+    found = pc.match_substring_regex(column, pattern=source)
     return [hit is True for hit in found.to_pylist()]
 
 
@@ -442,20 +443,20 @@ def test_a_match_running_into_the_next_text_is_looked_for_within_its_own() -> No
     column = pa.array(["xa", "b", "ab", None, "", "a", "b", "aab", "a"])
     expected = [False, False, True, False, False, False, False, True, False]
     assert _per_text("ab", column) == expected
-    assert _buffer_hits("ab", False, column) == expected
-    assert _buffer_hits("AB", True, column) == expected
-    assert _buffer_hits("a+b?", False, column) == _per_text("a+b?", column)  # (a longer one)
+    assert _buffer_hits("ab", column) == expected
+    assert _buffer_hits("(?i:AB)", column) == expected
+    assert _buffer_hits("a+b?", column) == _per_text("a+b?", column)  # (a longer one)
     sliced = column.slice(2)  # (an offset into the buffers)
-    assert _buffer_hits("ab", False, sliced) == expected[2:]
+    assert _buffer_hits("ab", sliced) == expected[2:]
     chunked = pa.chunked_array([column.slice(0, 3), column.slice(3)])
-    assert _buffer_hits("ab", False, chunked) == expected
+    assert _buffer_hits("ab", chunked) == expected
 
 
 def test_no_finder_for_a_pattern_matching_the_empty_text() -> None:
     """A match of nothing starts in no text: such a pattern is left to Arrow."""
     from analytics.batchgate import _buffer_finder, may_match_column
 
-    assert _buffer_finder("a*", False) is None
+    assert _buffer_finder("a*") is None
     assert may_match_column("a*", pa.array(["", "b", None])) == [True, True, False]
 
 
@@ -463,21 +464,24 @@ def test_no_finder_for_a_pattern_matching_the_empty_text() -> None:
 def test_column_gates_let_through_every_sample_text_arrow_does(
     sample_texts: list[str], ignore_case: bool,
 ) -> None:
-    """For the redaction gates and the tagger's, over the samples' texts (ASCII or not,
-    in chunks, sliced): the texts let through are those Arrow's per-text search matches,
-    and the non-ASCII ones."""
+    """For the redaction gates (as one and apart) and the tagger's, as they are and
+    ignoring case, over the samples' texts (ASCII or not, in chunks, sliced): the texts let
+    through are those Arrow's per-text search matches, and the non-ASCII ones."""
     from analytics.batchgate import may_match_column
-    from analytics.redact.patterns import _batch_sources
+    from analytics.redact.patterns import _batch_source, _batch_sources
 
-    tools = ToolRules()
-    sources = [s for s in (*_batch_sources(load_patterns().gate), *tools._sources.values()) if s]
+    gate, tools = load_patterns().gate, ToolRules()
+    sources = [
+        f"(?i:{s})" if ignore_case else s
+        for s in (_batch_source(gate), *_batch_sources(gate), *tools._sources.values()) if s
+    ]
     assert len(sources) >= 3
     texts: list[str | None] = [*sample_texts, None, ""]
     column = pa.chunked_array([pa.array(texts[:300]), pa.array(texts[300:]).slice(1)])
     matched = 0
     for source in sources:
-        ours = may_match_column(source, column, lowered=ignore_case)
-        arrow = _per_text(source, column, ignore_case)
+        ours = may_match_column(source, column)
+        arrow = _per_text(source, column)
         kept = [*texts[:300], *texts[301:]]
         plain = [t is None or t.isascii() for t in kept]  # (a NULL: never let through)
         assert ours == [a or not p for a, p in zip(arrow, plain, strict=True)], source[:80]
@@ -491,10 +495,10 @@ def test_without_the_re2_module_arrow_answers(monkeypatch: pytest.MonkeyPatch) -
 
     column = pa.array(["xa", "b", "ab", None, "café ab", "AB"])
     source = "a(?:b)"  # (not asked for before: ``_buffer_finder`` remembers its answers)
-    monkeypatch.setattr(batchgate, "_re2", lambda source, ignore_case=False: None)
-    assert batchgate._buffer_finder(source, True) is None
-    assert batchgate.may_match_column(source, column, lowered=True) == [
+    monkeypatch.setattr(batchgate, "_re2", lambda source: None)
+    assert batchgate._buffer_finder(f"(?i:{source})") is None
+    assert batchgate.may_match_column(f"(?i:{source})", column) == [
         False, False, True, False, True, True]
     monkeypatch.undo()
-    assert batchgate._buffer_finder(source, False) is not None
+    assert batchgate._buffer_finder(source) is not None
     assert batchgate.may_match_column(source, column) == [False, False, True, False, True, False]

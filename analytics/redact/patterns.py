@@ -145,8 +145,11 @@ class Gate:
 @cache
 def _batch_source(gate: Gate) -> str | None:
     """One RE2 superset of every gate: of those searched in the text as is, and of those
-    searched in it lowered, matched ignoring case (which finds all they find in the text
-    lowered, see ``batchgate.may_match_column``): one search over a column, not two.
+    searched in it lowered, matched ignoring case (``(?i:…)``), one search over a column.
+    Ignoring case stands for lowering the text: whatever a pattern matches in an ASCII
+    text lowered, it matches in the text ignoring case (each character is in its lowered
+    one's case class), which is all a gate needs, without a lowered copy of the column
+    (0.2 s for the corpus's 80 MB of messages; RE2 runs no slower ignoring case).
     None: some gate has no superset."""
     on_text, on_low = _batch_sources(gate)
     if on_text is None or on_low is None:

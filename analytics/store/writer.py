@@ -98,7 +98,7 @@ _SCHEMAS = {
 
 def _derived(rows: Sequence[Any], col: str, listed: dict[str, Sequence[Any]]) -> list[Any]:
     """The column ``col`` of ``_DERIVED``; ``listed``: the columns listed before it."""
-    if col == "n_chars":  # (after "text": its strings are still in the CPU cache)
+    if col == "n_chars":  # ("text" is listed before it)
         return [len(t or "") for t in listed["text"]]
     if col == "duration_s":
         return [r.duration_s for r in rows]
@@ -129,7 +129,8 @@ def _columns(
 
 def _fields(dicts: list[dict[str, Any]], names: list[str]) -> dict[str, Sequence[Any]] | None:
     """The values of ``names`` in every record's fields, a tuple per name; None when some
-    record has not all of them (then each is read with a default)."""
+    record has not all of them (then each is read with a default), or for one name
+    (``itemgetter`` of one gives no tuples; one list is read as fast)."""
     if len(names) < 2 or not dicts:
         return None
     try:
